@@ -1,0 +1,154 @@
+//! The control-plane interface shared by every engine (emulator, Workload Simulator, live).
+//!
+//! The control plane never knows where latencies come from: it sees [`Event`]s and answers with a
+//! routing decision (a [`Router`]) and scaling [`Action`]s (a [`Scaler`]). This module also holds
+//! the fixed policies the foundation needs: [`RoundRobin`] routing, a [`StaticScaler`] (no-op) and
+//! a [`ScheduledScaler`] that spins clusters up and down at fixed times.
+
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
+use crate::error::{AutoSloError, Result};
+use crate::workload::Query;
+
+/// Something that happened in the warehouse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event<'a> {
+    /// A query arrived (before it is routed).
+    Arrival { query: &'a Query },
+    /// A query left a cluster: completed, or timed out (`censored`).
+    Completion { query: &'a Query, cluster: ClusterId, latency: f64, censored: bool },
+    /// A cluster finished spinning up.
+    ClusterReady { cluster: ClusterId },
+    /// A cluster finished tearing down.
+    ClusterGone { cluster: ClusterId },
+    /// A periodic tick (see [`Scaler::tick_interval`]).
+    Tick,
+}
+
+/// A scaling action.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// Spin up a new cluster of `size` RPU.
+    SpinUp { size: u32 },
+    /// Stop routing to `cluster`, let its queries finish, then tear it down.
+    TearDown { cluster: ClusterId },
+}
+
+/// Chooses the cluster of each arriving query.
+pub trait Router: Send {
+    /// Pick a cluster for `query` among `clusters` (all clusters ever created, with their state).
+    /// Must return a cluster that accepts queries.
+    fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId>;
+    /// Observe an event (completions, cluster changes). Default: ignore.
+    fn observe(&mut self, _now: f64, _event: &Event<'_>) {}
+    /// The policy's name.
+    fn name(&self) -> &str;
+}
+
+/// Decides spinups and teardowns.
+pub trait Scaler: Send {
+    /// React to an event with actions.
+    fn on_event(&mut self, now: f64, event: &Event<'_>, clusters: &[ClusterInfo]) -> Vec<Action>;
+    /// Period of [`Event::Tick`], if the scaler wants ticks.
+    fn tick_interval(&self) -> Option<f64> {
+        None
+    }
+    /// The policy's name.
+    fn name(&self) -> &str;
+}
+
+/// Round robin over the clusters that are ready (or, if none is ready, starting). O(C).
+#[derive(Debug, Clone, Default)]
+pub struct RoundRobin {
+    next: usize,
+}
+
+/// Routing policy names this crate implements now.
+pub const ROUTING_POLICIES: [&str; 1] = ["round-robin"];
+
+/// Build a routing policy by name.
+pub fn router_by_name(name: &str) -> Result<Box<dyn Router>> {
+    match name {
+        "round-robin" => Ok(Box::new(RoundRobin::default())),
+        _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: ROUTING_POLICIES.join(", ") }),
+    }
+}
+
+impl Router for RoundRobin {
+    fn route(&mut self, _now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
+        let pick = |state: ClusterState| -> Vec<ClusterId> { clusters.iter().filter(|c| c.state == state).map(|c| c.id).collect() };
+        let mut eligible = pick(ClusterState::Ready);
+        if eligible.is_empty() {
+            eligible = pick(ClusterState::Starting);
+        }
+        if eligible.is_empty() {
+            return Err(AutoSloError::InvalidAction(format!("no cluster can take query {}: none is ready or starting", query.id)));
+        }
+        let c = eligible[self.next % eligible.len()];
+        self.next = self.next.wrapping_add(1);
+        Ok(c)
+    }
+    fn name(&self) -> &str {
+        "round-robin"
+    }
+}
+
+/// Never scales: the cluster set stays as configured.
+#[derive(Debug, Clone, Default)]
+pub struct StaticScaler;
+
+impl Scaler for StaticScaler {
+    fn on_event(&mut self, _now: f64, _event: &Event<'_>, _clusters: &[ClusterInfo]) -> Vec<Action> {
+        Vec::new()
+    }
+    fn name(&self) -> &str {
+        "static"
+    }
+}
+
+/// A scheduled scaling step: at `at` seconds, spin up `size` RPU, or tear down `cluster`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScheduledAction {
+    pub at: f64,
+    pub action: Action,
+}
+
+/// Carries out a fixed schedule of actions on ticks (resolution: `resolution_s`).
+#[derive(Debug, Clone)]
+pub struct ScheduledScaler {
+    schedule: Vec<ScheduledAction>,
+    next: usize,
+    resolution_s: f64,
+}
+
+impl ScheduledScaler {
+    /// A schedule (sorted by time here). `resolution_s` is the tick period (> 0).
+    pub fn new(mut schedule: Vec<ScheduledAction>, resolution_s: f64) -> Result<Self> {
+        if !(resolution_s.is_finite() && resolution_s > 0.0) {
+            return Err(AutoSloError::out_of_range("schedule resolution", "> 0 s", resolution_s));
+        }
+        if let Some(a) = schedule.iter().find(|a| !(a.at.is_finite() && a.at >= 0.0)) {
+            return Err(AutoSloError::out_of_range("scheduled action time", "≥ 0 s", a.at));
+        }
+        schedule.sort_by(|a, b| a.at.total_cmp(&b.at));
+        Ok(ScheduledScaler { schedule, next: 0, resolution_s })
+    }
+}
+
+impl Scaler for ScheduledScaler {
+    fn on_event(&mut self, now: f64, event: &Event<'_>, _clusters: &[ClusterInfo]) -> Vec<Action> {
+        let mut out = Vec::new();
+        if matches!(event, Event::Tick) {
+            while self.next < self.schedule.len() && self.schedule[self.next].at <= now {
+                out.push(self.schedule[self.next].action);
+                self.next += 1;
+            }
+        }
+        out
+    }
+    fn tick_interval(&self) -> Option<f64> {
+        (self.next < self.schedule.len()).then_some(self.resolution_s)
+    }
+    fn name(&self) -> &str {
+        "scheduled"
+    }
+}

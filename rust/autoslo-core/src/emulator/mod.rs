@@ -1,0 +1,537 @@
+//! The warehouse emulator: a seeded discrete-event model of a multi-cluster data warehouse, the
+//! ground truth every experiment is judged on. It is independent of any latency predictor.
+//!
+//! Each query's isolated work comes from the TPC-DS [`catalog`](crate::catalog) for the size of
+//! the cluster it runs on, multiplied by run-to-run noise drawn from the measured residuals of
+//! repeated runs at that size (mean-preserving, heavy-tailed as measured). Concurrent queries
+//! interfere through resource sharing, memory pressure and admission queueing
+//! ([`InterferenceModel`]). Clusters spun up during a run take a measured or fixed time to become
+//! ready and start cold (work × `cold_start.factor`, fading linearly over `cold_start.duration_s`).
+//! Queries that exceed the timeout leave with a censored latency. Billing follows §2.
+//!
+//! Routing and scaling come through the control-plane interface ([`Router`], [`Scaler`]), the same
+//! one the Query Router and Autoscaler use. Same inputs and seed → identical trace.
+
+mod interference;
+mod lifecycle;
+
+pub use interference::{InterferenceModel, InterferenceParams};
+pub use lifecycle::{measured_cycles, Lifecycle};
+
+use std::collections::VecDeque;
+
+use crate::billing::{BillingPolicy, BillingTimer};
+use crate::catalog::{self, Catalog};
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
+use crate::control::{Action, Event, Router, Scaler};
+use crate::error::{AutoSloError, Result};
+use crate::rng::{derive_seed, Rng};
+use crate::trace::{ClusterRecord, Outcome, Trace, TraceRow};
+use crate::workload::Workload;
+
+/// Cold start of clusters spun up during a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ColdStart {
+    /// Work multiplier of a query starting the moment its cluster becomes ready (≥ 1).
+    pub factor: f64,
+    /// Seconds after readiness over which the multiplier fades linearly to 1.
+    pub duration_s: f64,
+}
+
+impl Default for ColdStart {
+    fn default() -> Self {
+        ColdStart { factor: 1.5, duration_s: 300.0 }
+    }
+}
+
+/// Emulator settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmulatorConfig {
+    pub seed: u64,
+    pub billing: BillingPolicy,
+    pub lifecycle: Lifecycle,
+    pub cold_start: ColdStart,
+    /// Per-query timeout (s) from arrival; `None` = no timeout.
+    pub timeout_s: Option<f64>,
+    /// Run-to-run noise on isolated work (off: every run takes the catalog mean).
+    pub noise: bool,
+    pub interference: InterferenceModel,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        EmulatorConfig {
+            seed: 0,
+            billing: BillingPolicy::default(),
+            lifecycle: Lifecycle::default(),
+            cold_start: ColdStart::default(),
+            timeout_s: Some(3600.0),
+            noise: true,
+            interference: InterferenceModel::default(),
+        }
+    }
+}
+
+impl EmulatorConfig {
+    fn validate(&self) -> Result<()> {
+        self.billing.validated()?;
+        self.lifecycle.validate()?;
+        if !(self.cold_start.factor.is_finite() && self.cold_start.factor >= 1.0) {
+            return Err(AutoSloError::out_of_range("cold-start factor", "≥ 1", self.cold_start.factor));
+        }
+        if !(self.cold_start.duration_s.is_finite() && self.cold_start.duration_s >= 0.0) {
+            return Err(AutoSloError::out_of_range("cold-start duration", "≥ 0 s", self.cold_start.duration_s));
+        }
+        if let Some(t) = self.timeout_s {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(AutoSloError::out_of_range("timeout", "> 0 s", t));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Remaining isolated work below which a query counts as finished (s).
+const DONE_EPS: f64 = 1e-6;
+
+struct Sim {
+    info: ClusterInfo,
+    params: InterferenceParams,
+    /// (query index, remaining work)
+    running: Vec<(usize, f64)>,
+    queue: VecDeque<usize>,
+    last_update: f64,
+    rate: f64,
+    timer: BillingTimer,
+    teardown_s: f64,
+    /// Readiness time for cold start (`None`: warm initial cluster).
+    cold_from: Option<f64>,
+    teardown_requested_at: Option<f64>,
+    gone_at: f64,
+    queries: usize,
+}
+
+impl Sim {
+    fn present(&self) -> usize {
+        self.running.len() + self.queue.len()
+    }
+
+    fn advance(&mut self, t: f64) {
+        let dt = t - self.last_update;
+        if dt > 0.0 && !self.running.is_empty() {
+            let d = self.rate * dt;
+            self.running.iter_mut().for_each(|r| r.1 -= d);
+        }
+        self.last_update = self.last_update.max(t);
+    }
+
+    /// Time of the next thing that happens inside this cluster (completion, timeout, lifecycle).
+    fn next_event(&self, arrival: &[f64], timeout: Option<f64>) -> f64 {
+        let mut t = f64::INFINITY;
+        match self.info.state {
+            ClusterState::Starting => t = t.min(self.info.ready_at),
+            ClusterState::Stopping => t = t.min(self.gone_at),
+            _ => {}
+        }
+        if let Some(&(_, _)) = self.running.first() {
+            let min_rem = self.running.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+            t = t.min(self.last_update + min_rem.max(0.0) / self.rate);
+        }
+        if let Some(to) = timeout {
+            if let Some(&q) = self.queue.front() {
+                t = t.min(arrival[q] + to);
+            }
+            for &(q, _) in &self.running {
+                t = t.min(arrival[q] + to);
+            }
+        }
+        t
+    }
+}
+
+/// Progress callback: `(arrivals processed, total)`; return `false` to interrupt the run.
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize) -> bool;
+
+struct Run<'a> {
+    w: &'a Workload,
+    cfg: &'a EmulatorConfig,
+    cat: &'static Catalog,
+    sims: Vec<Sim>,
+    arrival: Vec<f64>,
+    rows: Vec<Option<TraceRow>>,
+    start: Vec<Option<f64>>,
+    work: Vec<f64>,
+    cycles: Vec<(u32, f64, f64)>,
+    /// Events produced while processing, delivered to the policies afterwards:
+    /// (query, cluster, latency, censored) or cluster ready / gone.
+    pending: Vec<Pending>,
+}
+
+#[derive(Clone, Copy)]
+enum Pending {
+    Done(usize, ClusterId, f64, bool),
+    Ready(ClusterId),
+    Gone(ClusterId),
+}
+
+impl<'a> Run<'a> {
+    fn infos(&self) -> Vec<ClusterInfo> {
+        self.sims
+            .iter()
+            .map(|s| ClusterInfo { running: s.running.len(), queued: s.queue.len(), ..s.info })
+            .collect()
+    }
+
+    fn add_cluster(&mut self, size: u32, now: f64, initial: bool) -> Result<ClusterId> {
+        if size == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "> 0 RPU", 0));
+        }
+        let id = self.sims.len() as ClusterId;
+        let mut rng = Rng::new(derive_seed(self.cfg.seed, (1 << 48) | id as u64));
+        let (spinup, teardown) = self.cfg.lifecycle.draw(size, &mut rng, &self.cycles);
+        let (state, ready_at) = if initial || spinup <= 0.0 { (ClusterState::Ready, now) } else { (ClusterState::Starting, now + spinup) };
+        self.sims.push(Sim {
+            info: ClusterInfo { id, size, state, requested_at: now, ready_at, running: 0, queued: 0 },
+            params: self.cfg.interference.at(size),
+            running: Vec::new(),
+            queue: VecDeque::new(),
+            last_update: now,
+            rate: 1.0,
+            timer: BillingTimer::new(self.cfg.billing.minimum_s),
+            teardown_s: teardown,
+            cold_from: if initial { None } else { Some(ready_at) },
+            teardown_requested_at: None,
+            gone_at: f64::NAN,
+            queries: 0,
+        });
+        Ok(id)
+    }
+
+    /// Noise multiplier of query `qi` on a cluster of `size`: a measured run ÷ mean ratio at that
+    /// size (the pool's mean is 1), picked by the query's own random stream so that the draw does
+    /// not depend on routing order.
+    fn noise(&self, qi: usize, size: u32) -> f64 {
+        if !self.cfg.noise {
+            return 1.0;
+        }
+        let pool = self.cat.noise_pool(size);
+        let mut rng = Rng::new(derive_seed(self.cfg.seed, self.w.queries()[qi].id));
+        pool[rng.below(pool.len())]
+    }
+
+    fn start_query(&mut self, c: usize, qi: usize, t: f64) -> Result<()> {
+        let size = self.sims[c].info.size;
+        let text = self.w.queries()[qi].text;
+        let mut work = self.cat.isolated_runtime(text, size)? * self.noise(qi, size);
+        if let Some(ready) = self.sims[c].cold_from {
+            let cs = self.cfg.cold_start;
+            let fade = if cs.duration_s > 0.0 { (1.0 - (t - ready) / cs.duration_s).max(0.0) } else { 0.0 };
+            work *= 1.0 + (cs.factor - 1.0) * fade;
+        }
+        self.start[qi] = Some(t);
+        self.work[qi] = work;
+        self.sims[c].running.push((qi, work));
+        Ok(())
+    }
+
+    fn finish(&mut self, c: usize, qi: usize, t: f64, outcome: Outcome, executed: f64) {
+        let s = &self.sims[c];
+        let arrival = self.arrival[qi];
+        let latency = match outcome {
+            Outcome::Completed => t - arrival,
+            Outcome::TimedOut => self.cfg.timeout_s.unwrap_or(t - arrival),
+        };
+        self.rows[qi] = Some(TraceRow {
+            query: qi,
+            cluster: s.info.id,
+            cluster_size: s.info.size,
+            arrival,
+            start: self.start[qi],
+            end: t,
+            latency,
+            outcome,
+            work: executed,
+            cost: 0.0,
+        });
+        self.pending.push(Pending::Done(qi, s.info.id, latency, outcome == Outcome::TimedOut));
+    }
+
+    /// Bring cluster `c` to time `t`, handling everything that happens inside it at `t`.
+    fn process(&mut self, c: usize, t: f64) -> Result<()> {
+        self.sims[c].advance(t);
+        let mut left = false;
+        match self.sims[c].info.state {
+            ClusterState::Starting if t >= self.sims[c].info.ready_at => {
+                self.sims[c].info.state = ClusterState::Ready;
+                if !self.sims[c].queue.is_empty() {
+                    self.sims[c].timer.on_arrival(t)?;
+                }
+                self.pending.push(Pending::Ready(c as ClusterId));
+            }
+            ClusterState::Stopping if t >= self.sims[c].gone_at => {
+                self.sims[c].info.state = ClusterState::Gone;
+                self.pending.push(Pending::Gone(c as ClusterId));
+            }
+            _ => {}
+        }
+        // Completions.
+        let mut i = 0;
+        while i < self.sims[c].running.len() {
+            let (qi, rem) = self.sims[c].running[i];
+            if rem <= DONE_EPS {
+                self.sims[c].running.swap_remove(i);
+                let work = self.work[qi];
+                self.finish(c, qi, t, Outcome::Completed, work);
+                left = true;
+            } else {
+                i += 1;
+            }
+        }
+        // Timeouts.
+        if let Some(to) = self.cfg.timeout_s {
+            let mut i = 0;
+            while i < self.sims[c].running.len() {
+                let (qi, rem) = self.sims[c].running[i];
+                if self.arrival[qi] + to <= t {
+                    self.sims[c].running.swap_remove(i);
+                    let executed = (self.work[qi] - rem).max(0.0);
+                    self.finish(c, qi, t, Outcome::TimedOut, executed);
+                    left = true;
+                } else {
+                    i += 1;
+                }
+            }
+            while let Some(&qi) = self.sims[c].queue.front() {
+                if self.arrival[qi] + to > t {
+                    break;
+                }
+                self.sims[c].queue.pop_front();
+                self.finish(c, qi, t, Outcome::TimedOut, 0.0);
+                left = true;
+            }
+        }
+        self.fill(c, t)?;
+        let s = &mut self.sims[c];
+        if left && s.present() == 0 {
+            s.timer.on_idle(t)?;
+            if s.info.state == ClusterState::Draining {
+                s.info.state = ClusterState::Stopping;
+                s.gone_at = t + s.teardown_s;
+            }
+        }
+        Ok(())
+    }
+
+    /// Start queued queries while slots are free (ready or draining clusters).
+    fn fill(&mut self, c: usize, t: f64) -> Result<()> {
+        if matches!(self.sims[c].info.state, ClusterState::Ready | ClusterState::Draining) {
+            while self.sims[c].running.len() < self.sims[c].params.concurrency_limit {
+                let Some(qi) = self.sims[c].queue.pop_front() else { break };
+                self.start_query(c, qi, t)?;
+            }
+        }
+        let s = &mut self.sims[c];
+        s.rate = s.params.rate(s.running.len());
+        Ok(())
+    }
+
+    fn admit(&mut self, c: ClusterId, qi: usize, t: f64) -> Result<()> {
+        let Some(s) = self.sims.get_mut(c as usize) else {
+            return Err(AutoSloError::InvalidAction(format!("query {} routed to cluster {c}, which does not exist", self.w.queries()[qi].id)));
+        };
+        if !s.info.accepts_queries() {
+            return Err(AutoSloError::InvalidAction(format!(
+                "query {} routed to cluster {c}, which is {} and takes no queries",
+                self.w.queries()[qi].id,
+                s.info.state.name()
+            )));
+        }
+        s.advance(t);
+        s.queries += 1;
+        if s.info.state == ClusterState::Ready {
+            s.timer.on_arrival(t)?;
+        }
+        s.queue.push_back(qi);
+        self.fill(c as usize, t)
+    }
+
+    fn apply(&mut self, actions: Vec<Action>, t: f64) -> Result<()> {
+        for a in actions {
+            match a {
+                Action::SpinUp { size } => {
+                    self.add_cluster(size, t, false)?;
+                }
+                Action::TearDown { cluster } => {
+                    let Some(s) = self.sims.get_mut(cluster as usize) else {
+                        return Err(AutoSloError::InvalidAction(format!("teardown of cluster {cluster}, which does not exist")));
+                    };
+                    if !s.info.accepts_queries() {
+                        return Err(AutoSloError::InvalidAction(format!("teardown of cluster {cluster}, which is already {}", s.info.state.name())));
+                    }
+                    if s.info.state == ClusterState::Starting && !s.queue.is_empty() {
+                        return Err(AutoSloError::InvalidAction(format!(
+                            "teardown of cluster {cluster}, which is still starting with {} queries waiting for it; tear it down once it is ready",
+                            s.queue.len()
+                        )));
+                    }
+                    s.teardown_requested_at = Some(t);
+                    if s.present() == 0 {
+                        s.info.state = ClusterState::Stopping;
+                        s.gone_at = t + s.teardown_s;
+                    } else {
+                        s.info.state = ClusterState::Draining;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deliver pending events to the policies and apply the scaler's answers.
+    fn dispatch(&mut self, t: f64, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<()> {
+        while !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            for p in pending {
+                let qs = self.w.queries();
+                let ev = match p {
+                    Pending::Done(qi, cluster, latency, censored) => Event::Completion { query: &qs[qi], cluster, latency, censored },
+                    Pending::Ready(cluster) => Event::ClusterReady { cluster },
+                    Pending::Gone(cluster) => Event::ClusterGone { cluster },
+                };
+                router.observe(t, &ev);
+                let infos = self.infos();
+                let actions = scaler.on_event(t, &ev, &infos);
+                self.apply(actions, t)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Emulate `workload` on a warehouse that starts with `initial_clusters` (sizes in RPU, ready and
+/// warm at t = 0), routing with `router` and scaling with `scaler`. Returns the execution trace.
+///
+/// Cost: O((Q + E) · C · k) for Q queries, E other events, C clusters and k running queries per
+/// cluster (k is bounded by the concurrency limit).
+pub fn emulate(workload: &Workload, initial_clusters: &[u32], router: &mut dyn Router, scaler: &mut dyn Scaler, cfg: &EmulatorConfig) -> Result<Trace> {
+    emulate_with_progress(workload, initial_clusters, router, scaler, cfg, &mut |_, _| true)
+}
+
+/// [`emulate`] with a progress callback, called every 4096 arrivals and at the end; returning
+/// `false` stops the run with [`AutoSloError::Interrupted`].
+pub fn emulate_with_progress(
+    workload: &Workload,
+    initial_clusters: &[u32],
+    router: &mut dyn Router,
+    scaler: &mut dyn Scaler,
+    cfg: &EmulatorConfig,
+    progress: Progress<'_>,
+) -> Result<Trace> {
+    cfg.validate()?;
+    if initial_clusters.is_empty() && scaler.tick_interval().is_none() {
+        return Err(AutoSloError::InvalidConfig("no clusters: give at least one initial cluster size".into()));
+    }
+    let n = workload.len();
+    let mut run = Run {
+        w: workload,
+        cfg,
+        cat: catalog::tpcds(),
+        sims: Vec::new(),
+        arrival: workload.queries().iter().map(|q| q.arrival).collect(),
+        rows: vec![None; n],
+        start: vec![None; n],
+        work: vec![0.0; n],
+        cycles: measured_cycles(),
+        pending: Vec::new(),
+    };
+    for &size in initial_clusters {
+        run.add_cluster(size, 0.0, true)?;
+    }
+    let mut next_q = 0usize;
+    let mut next_tick = scaler.tick_interval().map(|d| d.max(1e-3));
+    let mut now = 0.0f64;
+    loop {
+        let t_arrival = run.arrival.get(next_q).copied().unwrap_or(f64::INFINITY);
+        let (c_min, t_cluster) = run
+            .sims
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.next_event(&run.arrival, cfg.timeout_s)))
+            .fold((usize::MAX, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
+        let busy = next_q < n || run.sims.iter().any(|s| s.present() > 0);
+        if !busy {
+            break;
+        }
+        let t_tick = next_tick.unwrap_or(f64::INFINITY);
+        let t = t_arrival.min(t_cluster).min(t_tick);
+        if !t.is_finite() {
+            return Err(AutoSloError::InvalidAction("queries are waiting on clusters that will never run them".into()));
+        }
+        now = now.max(t);
+        if t_cluster <= t_arrival && t_cluster <= t_tick {
+            run.process(c_min, now)?;
+            run.dispatch(now, router, scaler)?;
+        } else if t_tick <= t_arrival {
+            let infos = run.infos();
+            let actions = scaler.on_event(now, &Event::Tick, &infos);
+            run.apply(actions, now)?;
+            next_tick = scaler.tick_interval().map(|d| now + d.max(1e-3));
+        } else {
+            let qi = next_q;
+            next_q += 1;
+            let q = &workload.queries()[qi];
+            let ev = Event::Arrival { query: q };
+            router.observe(now, &ev);
+            let infos = run.infos();
+            let actions = scaler.on_event(now, &ev, &infos);
+            run.apply(actions, now)?;
+            let infos = run.infos();
+            let c = router.route(now, q, &infos)?;
+            run.admit(c, qi, now)?;
+            if next_q % 4096 == 0 && !progress(next_q, n) {
+                return Err(AutoSloError::Interrupted);
+            }
+        }
+    }
+    if !progress(n, n) {
+        return Err(AutoSloError::Interrupted);
+    }
+    finish_trace(run, now)
+}
+
+/// Close every bill and attribute each cluster's cost to its queries by executed work.
+fn finish_trace(run: Run<'_>, end: f64) -> Result<Trace> {
+    let mut rows: Vec<TraceRow> = run.rows.into_iter().map(|r| r.expect("every query finished")).collect();
+    let mut clusters = Vec::with_capacity(run.sims.len());
+    let mut work_by_cluster = vec![0.0; run.sims.len()];
+    let mut n_by_cluster = vec![0usize; run.sims.len()];
+    for r in &rows {
+        work_by_cluster[r.cluster as usize] += r.work;
+        n_by_cluster[r.cluster as usize] += 1;
+    }
+    for (i, s) in run.sims.iter().enumerate() {
+        let billed = s.timer.billed_seconds_until_drained(end);
+        let cost = run.cfg.billing.cost(s.info.size, billed);
+        clusters.push(ClusterRecord {
+            id: s.info.id,
+            size: s.info.size,
+            requested_at: s.info.requested_at,
+            ready_at: s.info.ready_at,
+            teardown_requested_at: s.teardown_requested_at,
+            gone_at: s.gone_at.is_finite().then_some(s.gone_at),
+            billed_seconds: billed,
+            cost,
+            queries: s.queries,
+        });
+        debug_assert_eq!(n_by_cluster[i], s.queries);
+    }
+    for r in &mut rows {
+        let c = r.cluster as usize;
+        let total = work_by_cluster[c];
+        r.cost = if total > 0.0 { clusters[c].cost * r.work / total } else { clusters[c].cost / n_by_cluster[c] as f64 };
+    }
+    Ok(Trace { rows, clusters })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,145 @@
+use super::*;
+use crate::control::{RoundRobin, ScheduledAction, ScheduledScaler, StaticScaler};
+use crate::slo::SloTable;
+use crate::workload::{base_workload, redbench_workload, RedbenchConfig};
+use proptest::prelude::*;
+
+fn run(w: &Workload, clusters: &[u32], cfg: &EmulatorConfig) -> Trace {
+    emulate(w, clusters, &mut RoundRobin::default(), &mut StaticScaler, cfg).unwrap()
+}
+
+#[test]
+fn same_seed_same_trace_and_every_query_once() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.2, 1, &slo).unwrap();
+    let cfg = EmulatorConfig { seed: 5, ..Default::default() };
+    let a = run(&w, &[16, 16], &cfg);
+    let b = run(&w, &[16, 16], &cfg);
+    assert!(a == b, "same seed must give the same trace");
+    assert_eq!(a.rows.len(), 297);
+    for (i, r) in a.rows.iter().enumerate() {
+        assert_eq!(r.query, i);
+        assert!(r.end >= r.arrival && r.latency > 0.0);
+        assert!(r.start.is_none_or(|s| s >= r.arrival && s <= r.end));
+    }
+    // Round robin alternates.
+    assert_eq!(a.rows.iter().filter(|r| r.cluster == 0).count(), 149);
+    let c = run(&w, &[16, 16], &EmulatorConfig { seed: 6, ..Default::default() });
+    assert!(a != c, "another seed gives another trace");
+}
+
+#[test]
+fn isolated_query_takes_its_catalog_runtime_without_noise() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = Workload::from_columns(
+        crate::workload::WorkloadColumns { arrival: vec![0.0, 10_000.0], template: vec![1, 1], instance: vec![1, 1], ..Default::default() },
+        Some(&slo),
+    )
+    .unwrap();
+    let cfg = EmulatorConfig { noise: false, ..Default::default() };
+    let t = run(&w, &[16], &cfg);
+    let want = catalog::tpcds().isolated_runtime(crate::catalog::QueryText { template: 1, instance: 1 }, 16).unwrap();
+    for r in &t.rows {
+        assert!((r.latency - want).abs() < 1e-6, "{} vs {want}", r.latency);
+    }
+    // Two separate windows, each billed the 60 s minimum (queries are shorter than a minute).
+    assert!(want < 60.0);
+    assert!((t.clusters[0].billed_seconds - 120.0).abs() < 1e-6);
+}
+
+#[test]
+fn concurrency_slows_queries_down_and_bigger_clusters_help() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(1.0, 2, &slo).unwrap();
+    let cfg = EmulatorConfig { noise: false, ..Default::default() };
+    let slow: f64 = run(&w, &[8], &cfg).rows.iter().map(|r| r.latency).sum();
+    let fast: f64 = run(&w, &[32], &cfg).rows.iter().map(|r| r.latency).sum();
+    let iso: f64 = w.queries().iter().map(|q| catalog::tpcds().isolated_runtime(q.text, 8).unwrap()).sum();
+    assert!(slow > 1.5 * iso, "interference must cost time: {slow} vs isolated {iso}");
+    assert!(fast < slow);
+}
+
+#[test]
+fn timeouts_are_censored() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(2.0, 3, &slo).unwrap();
+    let cfg = EmulatorConfig { timeout_s: Some(60.0), ..Default::default() };
+    let t = run(&w, &[4], &cfg);
+    let censored: Vec<_> = t.rows.iter().filter(|r| r.censored()).collect();
+    assert!(!censored.is_empty());
+    for r in censored {
+        assert_eq!(r.latency, 60.0);
+        assert!((r.end - r.arrival - 60.0).abs() < 1e-6);
+        assert!(!r.met(1e9));
+    }
+}
+
+#[test]
+fn scheduled_spinup_is_cold_and_teardown_drains() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.2, 4, &slo).unwrap();
+    let schedule = vec![
+        ScheduledAction { at: 100.0, action: Action::SpinUp { size: 32 } },
+        ScheduledAction { at: 900.0, action: Action::TearDown { cluster: 0 } },
+    ];
+    let mut scaler = ScheduledScaler::new(schedule, 10.0).unwrap();
+    let cfg = EmulatorConfig { lifecycle: Lifecycle::Fixed { spinup_s: 300.0, teardown_s: 200.0 }, ..Default::default() };
+    let t = emulate(&w, &[16], &mut RoundRobin::default(), &mut scaler, &cfg).unwrap();
+    let c1 = t.clusters[1];
+    assert_eq!(c1.size, 32);
+    assert!((c1.requested_at - 100.0).abs() < 1e-9 && (c1.ready_at - 400.0).abs() < 1e-9);
+    // Nothing reaches cluster 1 before it is ready; after the teardown only cluster 1 is used.
+    for r in &t.rows {
+        if r.cluster == 1 {
+            assert!(r.start.is_none_or(|s| s >= 400.0));
+        }
+        if r.arrival > 900.0 {
+            assert_eq!(r.cluster, 1);
+        }
+    }
+    assert!(t.clusters[0].teardown_requested_at.unwrap() >= 900.0 && t.clusters[0].gone_at.unwrap() > 900.0);
+}
+
+#[test]
+fn bad_actions_are_clear_errors() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.2, 4, &slo).unwrap();
+    let sched = |a| ScheduledScaler::new(vec![ScheduledAction { at: 10.0, action: a }], 5.0).unwrap();
+    let cfg = EmulatorConfig::default();
+    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::TearDown { cluster: 7 }), &cfg).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::TearDown { cluster: 0 }), &cfg).unwrap_err();
+    assert!(e.to_string().contains("no cluster can take"), "{e}");
+    assert!(emulate(&w, &[], &mut RoundRobin::default(), &mut StaticScaler, &cfg).is_err());
+    assert!(emulate(&w, &[0], &mut RoundRobin::default(), &mut StaticScaler, &cfg).is_err());
+    let bad = EmulatorConfig { timeout_s: Some(-1.0), ..Default::default() };
+    assert!(emulate(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, &bad).is_err());
+    let mut stop = |done: usize, _| done < 1;
+    let big = redbench_workload(&RedbenchConfig { queries_per_day: 10_000.0, ..Default::default() }, &slo).unwrap();
+    let e = emulate_with_progress(&big, &[16], &mut RoundRobin::default(), &mut StaticScaler, &cfg, &mut stop).unwrap_err();
+    assert_eq!(e, AutoSloError::Interrupted);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn attributed_cost_sums_to_billed_and_billing_is_sane(seed in 0u64..1000, rate in 0.02f64..1.5, sizes in prop::collection::vec(prop::sample::select(vec![4u32, 8, 16, 32]), 1..4)) {
+        let slo = SloTable::paper(2.0).unwrap();
+        let w = base_workload(rate, seed, &slo).unwrap();
+        let t = run(&w, &sizes, &EmulatorConfig { seed, ..Default::default() });
+        prop_assert_eq!(t.rows.len(), w.len());
+        let attributed: f64 = t.rows.iter().map(|r| r.cost).sum();
+        let billed = t.total_cost();
+        prop_assert!(billed > 0.0);
+        prop_assert!((attributed - billed).abs() <= 1e-9 * billed, "{} vs {}", attributed, billed);
+        for c in &t.clusters {
+            prop_assert!(c.billed_seconds >= 0.0 && c.cost >= 0.0);
+            // A cluster is billed at least the time it ran a query, at most from first arrival to last end + minimum.
+            let mine: Vec<_> = t.rows.iter().filter(|r| r.cluster == c.id).collect();
+            if let (Some(first), Some(last)) = (mine.iter().map(|r| r.arrival).reduce(f64::min), mine.iter().map(|r| r.end).reduce(f64::max)) {
+                prop_assert!(c.billed_seconds <= last - first + 60.0 + 1e-6);
+                prop_assert!(c.billed_seconds >= 60.0 - 1e-6);
+            }
+        }
+    }
+}

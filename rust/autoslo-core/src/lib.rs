@@ -1,0 +1,28 @@
+//! AutoSLO core: everything that decides or simulates, in pure Rust (no Python).
+//!
+//! Modules are named after the concepts of the AutoSLO paper (000_… in `shared/seeds`):
+//! - [`catalog`]: the TPC-DS isolated-runtime catalog measured on Redshift Serverless, with a
+//!   per-template size-scaling law for sizes that were not measured;
+//! - [`workload`]: queries, the paper's `BaseWorkload(λ)` and a Redbench-like multi-day generator;
+//! - [`slo`]: per-query latency SLOs (κ × per-template baseline, or user supplied);
+//! - [`billing`]: the usage-based billing timer of §2 and `ClusterCostUntilDrained`;
+//! - [`cluster`] and [`control`]: clusters, and the control-plane interface (events in, actions out)
+//!   shared by the emulator, the Workload Simulator and the live router;
+//! - [`emulator`]: the seeded discrete-event warehouse model, the ground truth of every experiment;
+//! - [`trace`]: execution traces and their summaries (fleet-wide and per tenant × class);
+//! - [`calibration`]: the emulator held against the real concurrency measurements.
+
+pub mod billing;
+pub mod calibration;
+pub mod catalog;
+pub mod cluster;
+pub mod control;
+pub mod emulator;
+pub mod error;
+pub mod rng;
+pub mod slo;
+pub mod stats;
+pub mod trace;
+pub mod workload;
+
+pub use error::{AutoSloError, Result};

@@ -1,0 +1,133 @@
+//! Per-query latency SLOs.
+//!
+//! The paper's rule (§8.1.3): the SLO of a query of template t is κ × ℓ_baseline(t), where
+//! ℓ_baseline(t) is the maximum latency of t observed in a closed-loop BaseWorkload run on one
+//! 16-RPU workgroup (`slo_baseline_rpu16_p100.yml`, bundled). Users can replace the baseline per
+//! template and override the rule per workload class, either with another κ or with an absolute
+//! latency in seconds.
+
+use std::collections::BTreeMap;
+
+use crate::error::{AutoSloError, Result};
+
+const BASELINE_CSV: &str =
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/autoslo/data/slo_baseline_rpu16.csv"));
+
+/// Which aggregate of the closed-loop baseline run defines ℓ_baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaselineAggregate {
+    /// Maximum latency (the paper's rule).
+    P100,
+    Mean,
+    P50,
+}
+
+/// How a class's SLO is set instead of the default rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClassRule {
+    /// κ × baseline with this κ.
+    Kappa(f64),
+    /// A fixed latency in seconds.
+    Seconds(f64),
+}
+
+/// An SLO table: a per-template baseline, a default κ, and optional per-class rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloTable {
+    baseline: BTreeMap<u16, f64>,
+    kappa: f64,
+    class_rules: BTreeMap<String, ClassRule>,
+}
+
+fn check_positive(what: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(AutoSloError::out_of_range(what, "a positive finite number", v))
+    }
+}
+
+/// The bundled per-template baseline latencies (s) from the 16-RPU closed-loop run.
+pub fn paper_baseline(aggregate: BaselineAggregate) -> BTreeMap<u16, f64> {
+    let col = match aggregate {
+        BaselineAggregate::P100 => 1,
+        BaselineAggregate::Mean => 2,
+        BaselineAggregate::P50 => 3,
+    };
+    BASELINE_CSV
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].parse::<u16>().expect("bundled baseline"), f[col].parse::<f64>().expect("bundled baseline"))
+        })
+        .collect()
+}
+
+impl SloTable {
+    /// The paper's rule: κ × the p100 baseline of the bundled 16-RPU run.
+    pub fn paper(kappa: f64) -> Result<Self> {
+        Self::new(paper_baseline(BaselineAggregate::P100), kappa)
+    }
+
+    /// κ × a user-supplied per-template baseline (seconds).
+    pub fn new(baseline: BTreeMap<u16, f64>, kappa: f64) -> Result<Self> {
+        check_positive("κ (SLO multiplier)", kappa)?;
+        for (&t, &v) in &baseline {
+            check_positive(&format!("baseline latency of template {t}"), v)?;
+        }
+        Ok(SloTable { baseline, kappa, class_rules: BTreeMap::new() })
+    }
+
+    /// Replace the baseline of some templates (others keep theirs).
+    pub fn with_template_baselines(mut self, overrides: &BTreeMap<u16, f64>) -> Result<Self> {
+        for (&t, &v) in overrides {
+            self.baseline.insert(t, check_positive(&format!("baseline latency of template {t}"), v)?);
+        }
+        Ok(self)
+    }
+
+    /// Set the rule of a workload class.
+    pub fn with_class_rule(mut self, class: &str, rule: ClassRule) -> Result<Self> {
+        match rule {
+            ClassRule::Kappa(k) => check_positive(&format!("κ of class `{class}`"), k)?,
+            ClassRule::Seconds(s) => check_positive(&format!("SLO of class `{class}`"), s)?,
+        };
+        self.class_rules.insert(class.to_string(), rule);
+        Ok(self)
+    }
+
+    /// The default κ.
+    pub fn kappa(&self) -> f64 {
+        self.kappa
+    }
+
+    /// The SLO (s) of a query of `template` in `class`.
+    pub fn slo(&self, template: u16, class: &str) -> Result<f64> {
+        let missing = || AutoSloError::MissingSlo { template, class: class.to_string() };
+        match self.class_rules.get(class) {
+            Some(ClassRule::Seconds(s)) => Ok(*s),
+            Some(ClassRule::Kappa(k)) => Ok(k * self.baseline.get(&template).ok_or_else(missing)?),
+            None => Ok(self.kappa * self.baseline.get(&template).ok_or_else(missing)?),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_rule_and_overrides() {
+        let t = SloTable::paper(2.0).unwrap();
+        assert!((t.slo(1, "adhoc").unwrap() - 2.0 * 3.204).abs() < 1e-12);
+        assert_eq!(paper_baseline(BaselineAggregate::P100).len(), 99);
+        let t = t.with_class_rule("dashboard", ClassRule::Seconds(5.0)).unwrap().with_class_rule("backfill", ClassRule::Kappa(10.0)).unwrap();
+        assert_eq!(t.slo(4, "dashboard").unwrap(), 5.0);
+        assert!((t.slo(1, "backfill").unwrap() - 32.04).abs() < 1e-9);
+        assert!(matches!(t.slo(100, "adhoc"), Err(AutoSloError::MissingSlo { template: 100, .. })));
+        assert!(SloTable::paper(0.0).is_err());
+        assert!(SloTable::paper(2.0).unwrap().with_class_rule("x", ClassRule::Seconds(f64::NAN)).is_err());
+    }
+}

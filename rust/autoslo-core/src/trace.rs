@@ -1,0 +1,145 @@
+//! Execution traces: one row per query with where and how it ran, one row per cluster with what
+//! it cost, and their summaries (fleet-wide and per tenant × class).
+
+use std::collections::BTreeMap;
+
+use crate::cluster::ClusterId;
+use crate::stats::quantile;
+use crate::workload::Workload;
+
+/// How a query ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Finished (in or out of its SLO).
+    Completed,
+    /// Hit the per-query timeout; its latency is a lower bound (censored).
+    TimedOut,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::TimedOut => "timeout",
+        }
+    }
+}
+
+/// One executed query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRow {
+    /// Index of the query in the workload.
+    pub query: usize,
+    pub cluster: ClusterId,
+    pub cluster_size: u32,
+    pub arrival: f64,
+    /// When it began executing (`None` if it timed out while queued).
+    pub start: Option<f64>,
+    pub end: f64,
+    /// end − arrival; for a timed-out query, the timeout (a lower bound).
+    pub latency: f64,
+    pub outcome: Outcome,
+    /// Isolated work executed (s), the basis of cost attribution.
+    pub work: f64,
+    /// Dollars attributed to this query (its cluster's bill split by executed work).
+    pub cost: f64,
+}
+
+impl TraceRow {
+    /// Whether the query met its SLO (a timed-out query never does).
+    pub fn met(&self, slo: f64) -> bool {
+        self.outcome == Outcome::Completed && self.latency <= slo
+    }
+    pub fn censored(&self) -> bool {
+        self.outcome == Outcome::TimedOut
+    }
+}
+
+/// One cluster's life and bill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClusterRecord {
+    pub id: ClusterId,
+    pub size: u32,
+    pub requested_at: f64,
+    pub ready_at: f64,
+    /// When teardown was requested (`None` if never).
+    pub teardown_requested_at: Option<f64>,
+    /// When the cluster was (or will be) gone (`None` if never torn down).
+    pub gone_at: Option<f64>,
+    pub billed_seconds: f64,
+    pub cost: f64,
+    pub queries: usize,
+}
+
+/// Aggregates over a group of queries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSummary {
+    pub queries: usize,
+    pub violations: usize,
+    pub timeouts: usize,
+    pub violation_rate: f64,
+    pub latency_p50: f64,
+    pub latency_p95: f64,
+    pub cost: f64,
+}
+
+/// A complete execution trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Rows in workload order (row i is query i).
+    pub rows: Vec<TraceRow>,
+    pub clusters: Vec<ClusterRecord>,
+}
+
+impl Trace {
+    /// Summary over the rows selected by `keep`.
+    fn summarize(&self, workload: &Workload, keep: impl Fn(usize) -> bool) -> GroupSummary {
+        let qs = workload.queries();
+        let mut lat = Vec::new();
+        let (mut n, mut viol, mut to, mut cost) = (0, 0, 0, 0.0);
+        for r in self.rows.iter().filter(|r| keep(r.query)) {
+            n += 1;
+            viol += usize::from(!r.met(qs[r.query].slo));
+            to += usize::from(r.censored());
+            cost += r.cost;
+            lat.push(r.latency);
+        }
+        GroupSummary {
+            queries: n,
+            violations: viol,
+            timeouts: to,
+            violation_rate: if n > 0 { viol as f64 / n as f64 } else { 0.0 },
+            latency_p50: quantile(&lat, 0.5).unwrap_or(f64::NAN),
+            latency_p95: quantile(&lat, 0.95).unwrap_or(f64::NAN),
+            cost,
+        }
+    }
+
+    /// Fleet-wide summary. The cost is the billed cost of all clusters.
+    pub fn summary(&self, workload: &Workload) -> GroupSummary {
+        let mut s = self.summarize(workload, |_| true);
+        s.cost = self.total_cost();
+        s
+    }
+
+    /// Summary per (tenant, class), by name. Attributed costs sum to the billed cost.
+    pub fn per_tenant_class(&self, workload: &Workload) -> BTreeMap<(String, String), GroupSummary> {
+        let qs = workload.queries();
+        let mut groups: BTreeMap<(u32, u32), ()> = BTreeMap::new();
+        for r in &self.rows {
+            groups.insert((qs[r.query].tenant, qs[r.query].class), ());
+        }
+        groups
+            .keys()
+            .map(|&(t, c)| {
+                let s = self.summarize(workload, |i| qs[i].tenant == t && qs[i].class == c);
+                ((workload.tenants()[t as usize].clone(), workload.classes()[c as usize].clone()), s)
+            })
+            .collect()
+    }
+
+    /// Total billed cost ($).
+    pub fn total_cost(&self) -> f64 {
+        self.clusters.iter().map(|c| c.cost).sum()
+    }
+}

@@ -1,0 +1,172 @@
+//! Arrow ⇄ core conversions.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt32Builder};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use autoslo_core::catalog;
+use autoslo_core::trace::Trace;
+use autoslo_core::workload::{Workload, WorkloadColumns};
+use pyo3::prelude::*;
+use pyo3_arrow::PyTable;
+
+use crate::AutoSloCoreError;
+
+fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<PyTable> {
+    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), a.null_count() > 0)).collect();
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|c| c.1).collect()).map_err(|e| AutoSloCoreError::new_err(e.to_string()))?;
+    PyTable::try_new(vec![batch], schema)
+}
+
+fn f64s(v: impl IntoIterator<Item = f64>) -> ArrayRef {
+    Arc::new(Float64Array::from_iter_values(v))
+}
+fn i64s(v: impl IntoIterator<Item = i64>) -> ArrayRef {
+    Arc::new(Int64Array::from_iter_values(v))
+}
+fn strs<'a>(v: impl IntoIterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(v))
+}
+
+/// Workload → table (query_id, arrival, template, instance, tenant, class, slo).
+pub fn workload_table(w: &Workload) -> PyResult<PyTable> {
+    let q = w.queries();
+    table(vec![
+        ("query_id", i64s(q.iter().map(|x| x.id as i64))),
+        ("arrival", f64s(q.iter().map(|x| x.arrival))),
+        ("template", i64s(q.iter().map(|x| x.text.template as i64))),
+        ("instance", i64s(q.iter().map(|x| x.text.instance as i64))),
+        ("tenant", strs(q.iter().map(|x| w.tenant_name(x)))),
+        ("class", strs(q.iter().map(|x| w.class_name(x)))),
+        ("slo", f64s(q.iter().map(|x| x.slo))),
+    ])
+}
+
+/// One column, all chunks concatenated and cast to `to`; `None` if absent. Nulls are an error.
+fn column(batches: &[RecordBatch], schema: &Schema, name: &str, to: &DataType) -> PyResult<Option<ArrayRef>> {
+    let Ok(idx) = schema.index_of(name) else { return Ok(None) };
+    let bad = |problem: String| AutoSloCoreError::new_err(format!("column `{name}`: {problem}"));
+    let parts: Vec<ArrayRef> = batches
+        .iter()
+        .map(|b| arrow_cast::cast(b.column(idx), to).map_err(|e| bad(format!("cannot read as {to}: {e}"))))
+        .collect::<PyResult<_>>()?;
+    let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+    let all = if refs.is_empty() { arrow_array::new_empty_array(to) } else { concat(&refs).map_err(|e| bad(e.to_string()))? };
+    if all.null_count() > 0 {
+        return Err(bad(format!("{} null values (every row needs a value)", all.null_count())));
+    }
+    Ok(Some(all))
+}
+
+/// Concatenate chunks of one already-cast column (Float64, Int64 or Utf8).
+fn concat(refs: &[&dyn Array]) -> Result<ArrayRef, arrow_schema::ArrowError> {
+    use arrow_array::cast::AsArray;
+    let dt = refs[0].data_type().clone();
+    Ok(match dt {
+        DataType::Float64 => Arc::new(Float64Array::from_iter_values(refs.iter().flat_map(|a| a.as_primitive::<arrow_array::types::Float64Type>().values().iter().copied()))),
+        DataType::Int64 => Arc::new(Int64Array::from_iter_values(refs.iter().flat_map(|a| a.as_primitive::<arrow_array::types::Int64Type>().values().iter().copied()))),
+        DataType::Utf8 => Arc::new(StringArray::from_iter_values(refs.iter().flat_map(|a| a.as_string::<i32>().iter().map(|s| s.unwrap_or(""))))),
+        other => return Err(arrow_schema::ArrowError::CastError(format!("unsupported column type {other}"))),
+    })
+}
+
+fn need(v: Option<ArrayRef>, name: &str) -> PyResult<ArrayRef> {
+    v.ok_or_else(|| AutoSloCoreError::new_err(format!("missing column `{name}`")))
+}
+
+/// Table → workload columns (validation happens in the core).
+pub fn workload_columns(t: PyTable) -> PyResult<WorkloadColumns> {
+    use arrow_array::cast::AsArray;
+    let (batches, schema) = t.into_inner();
+    let f = |a: ArrayRef| a.as_primitive::<arrow_array::types::Float64Type>().values().to_vec();
+    let i = |a: ArrayRef| a.as_primitive::<arrow_array::types::Int64Type>().values().to_vec();
+    let s = |a: ArrayRef| a.as_string::<i32>().iter().map(|x| x.unwrap_or("").to_string()).collect::<Vec<_>>();
+    Ok(WorkloadColumns {
+        query_id: column(&batches, &schema, "query_id", &DataType::Int64)?.map(i),
+        arrival: f(need(column(&batches, &schema, "arrival", &DataType::Float64)?, "arrival")?),
+        template: i(need(column(&batches, &schema, "template", &DataType::Int64)?, "template")?),
+        instance: i(need(column(&batches, &schema, "instance", &DataType::Int64)?, "instance")?),
+        tenant: column(&batches, &schema, "tenant", &DataType::Utf8)?.map(s),
+        class: column(&batches, &schema, "class", &DataType::Utf8)?.map(s),
+        slo: column(&batches, &schema, "slo", &DataType::Float64)?.map(f),
+    })
+}
+
+/// Trace → (query table, cluster table).
+pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
+    let qs = w.queries();
+    let rows = &t.rows;
+    let mut start = Float64Builder::with_capacity(rows.len());
+    rows.iter().for_each(|r| start.append_option(r.start));
+    let mut met = BooleanBuilder::with_capacity(rows.len());
+    rows.iter().for_each(|r| met.append_value(r.met(qs[r.query].slo)));
+    let mut censored = BooleanBuilder::with_capacity(rows.len());
+    rows.iter().for_each(|r| censored.append_value(r.censored()));
+    let mut size = UInt32Builder::with_capacity(rows.len());
+    rows.iter().for_each(|r| size.append_value(r.cluster_size));
+    let q = |r: &autoslo_core::trace::TraceRow| &qs[r.query];
+    let trace = table(vec![
+        ("query_id", i64s(rows.iter().map(|r| q(r).id as i64))),
+        ("template", i64s(rows.iter().map(|r| q(r).text.template as i64))),
+        ("instance", i64s(rows.iter().map(|r| q(r).text.instance as i64))),
+        ("tenant", strs(rows.iter().map(|r| w.tenant_name(q(r))))),
+        ("class", strs(rows.iter().map(|r| w.class_name(q(r))))),
+        ("cluster_id", i64s(rows.iter().map(|r| r.cluster as i64))),
+        ("cluster_size", Arc::new(size.finish())),
+        ("arrival", f64s(rows.iter().map(|r| r.arrival))),
+        ("start", Arc::new(start.finish())),
+        ("end", f64s(rows.iter().map(|r| r.end))),
+        ("latency", f64s(rows.iter().map(|r| r.latency))),
+        ("slo", f64s(rows.iter().map(|r| q(r).slo))),
+        ("met", Arc::new(met.finish())),
+        ("censored", Arc::new(censored.finish())),
+        ("outcome", strs(rows.iter().map(|r| r.outcome.name()))),
+        ("work", f64s(rows.iter().map(|r| r.work))),
+        ("cost", f64s(rows.iter().map(|r| r.cost))),
+    ])?;
+    let c = &t.clusters;
+    let mut td = Float64Builder::new();
+    c.iter().for_each(|x| td.append_option(x.teardown_requested_at));
+    let mut gone = Float64Builder::new();
+    c.iter().for_each(|x| gone.append_option(x.gone_at));
+    let clusters = table(vec![
+        ("cluster_id", i64s(c.iter().map(|x| x.id as i64))),
+        ("size", i64s(c.iter().map(|x| x.size as i64))),
+        ("requested_at", f64s(c.iter().map(|x| x.requested_at))),
+        ("ready_at", f64s(c.iter().map(|x| x.ready_at))),
+        ("teardown_requested_at", Arc::new(td.finish())),
+        ("gone_at", Arc::new(gone.finish())),
+        ("billed_seconds", f64s(c.iter().map(|x| x.billed_seconds))),
+        ("cost", f64s(c.iter().map(|x| x.cost))),
+        ("queries", i64s(c.iter().map(|x| x.queries as i64))),
+    ])?;
+    Ok((trace, clusters))
+}
+
+/// The measured catalog as a table.
+pub fn catalog_table() -> PyResult<PyTable> {
+    let m: Vec<_> = catalog::tpcds().measured().collect();
+    let mut runs = Int64Builder::new();
+    let mut mean = Float64Builder::new();
+    let mut std = Float64Builder::new();
+    let mut names = StringBuilder::new();
+    for (t, _, r) in &m {
+        let n = r.len() as f64;
+        let mu = r.iter().sum::<f64>() / n;
+        runs.append_value(r.len() as i64);
+        mean.append_value(mu);
+        std.append_value((r.iter().map(|x| (x - mu) * (x - mu)).sum::<f64>() / n).sqrt());
+        names.append_value(format!("ext_tpcds1000#{:03}#{:03}", t.template, t.instance));
+    }
+    table(vec![
+        ("query_text_id", Arc::new(names.finish())),
+        ("template", i64s(m.iter().map(|x| x.0.template as i64))),
+        ("instance", i64s(m.iter().map(|x| x.0.instance as i64))),
+        ("rpu", i64s(m.iter().map(|x| x.1 as i64))),
+        ("runs", Arc::new(runs.finish())),
+        ("mean_runtime_s", Arc::new(mean.finish())),
+        ("std_runtime_s", Arc::new(std.finish())),
+    ])
+}

@@ -1,0 +1,330 @@
+//! `autoslo._core`: thin PyO3 bindings of `autoslo-core`. Conversions and dispatch only; every
+//! decision lives in the core. Tables cross the boundary as Arrow (pyo3-arrow).
+
+mod convert;
+
+use std::collections::BTreeMap;
+
+use autoslo_core::billing::{self, BillingTimer};
+use autoslo_core::calibration;
+use autoslo_core::catalog::{self, QueryText};
+use autoslo_core::control::{self, Action, ScheduledAction, ScheduledScaler, Scaler, StaticScaler};
+use autoslo_core::emulator::{self, ColdStart, EmulatorConfig, Lifecycle};
+use autoslo_core::slo::{ClassRule, SloTable};
+use autoslo_core::workload::{self, RedbenchConfig, Workload};
+use autoslo_core::AutoSloError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3_arrow::PyTable;
+
+pyo3::create_exception!(_core, AutoSloCoreError, PyValueError, "Invalid input or action reported by the AutoSLO core.");
+
+pub(crate) fn err(e: AutoSloError) -> PyErr {
+    match e {
+        AutoSloError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
+        e => AutoSloCoreError::new_err(e.to_string()),
+    }
+}
+
+/// Build an SLO table from the Python-side arguments.
+fn slo_table(kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<SloTable> {
+    let mut t = SloTable::paper(kappa).map_err(err)?;
+    if let Some(b) = baseline {
+        t = t.with_template_baselines(&b).map_err(err)?;
+    }
+    for (c, k) in class_kappa.unwrap_or_default() {
+        t = t.with_class_rule(&c, ClassRule::Kappa(k)).map_err(err)?;
+    }
+    for (c, s) in class_slo_s.unwrap_or_default() {
+        t = t.with_class_rule(&c, ClassRule::Seconds(s)).map_err(err)?;
+    }
+    Ok(t)
+}
+
+fn workload_out(py: Python<'_>, w: &Workload) -> PyResult<Py<PyAny>> {
+    Ok(convert::workload_table(w)?.into_pyarrow(py)?.unbind())
+}
+
+/// Mean isolated runtime (s) of a TPC-DS query text on a cluster of `rpu` (measured or fitted).
+#[pyfunction]
+fn isolated_runtime(template: u16, instance: u16, rpu: u32) -> PyResult<f64> {
+    catalog::tpcds().isolated_runtime(QueryText { template, instance }, rpu).map_err(err)
+}
+
+/// The measured catalog as a table: template, instance, rpu, runs, mean_runtime_s, std_runtime_s.
+#[pyfunction]
+fn catalog_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(convert::catalog_table()?.into_pyarrow(py)?.unbind())
+}
+
+/// Error of the size-scaling law on the measured points.
+#[pyfunction]
+fn catalog_fit_report(py: Python<'_>) -> PyResult<Py<PyDict>> {
+    let r = catalog::tpcds().fit_report();
+    let d = PyDict::new(py);
+    d.set_item("points", r.points)?;
+    d.set_item("in_sample_q_error", (r.in_sample_q[0], r.in_sample_q[1], r.in_sample_q[2]))?;
+    d.set_item("holdout_points", r.holdout_points)?;
+    d.set_item("holdout_q_error", (r.holdout_q[0], r.holdout_q[1], r.holdout_q[2]))?;
+    d.set_item("fleet_slope", r.fleet_slope)?;
+    d.set_item("templates_own_slope", r.templates_own_slope)?;
+    d.set_item("templates_fleet_slope", r.templates_fleet_slope)?;
+    d.set_item("templates_from_baseline", r.templates_from_baseline)?;
+    Ok(d.unbind())
+}
+
+/// The SLO (s) of a template in a class under the given rule.
+#[pyfunction]
+#[pyo3(signature = (template, workload_class="adhoc", kappa=2.0, baseline=None, class_kappa=None, class_slo_s=None))]
+fn slo_for(template: u16, workload_class: &str, kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<f64> {
+    slo_table(kappa, baseline, class_kappa, class_slo_s)?.slo(template, workload_class).map_err(err)
+}
+
+/// The paper's BaseWorkload(λ).
+#[pyfunction]
+#[pyo3(signature = (rate, seed=0, kappa=2.0, baseline=None, class_kappa=None, class_slo_s=None))]
+fn base_workload(py: Python<'_>, rate: f64, seed: u64, kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Py<PyAny>> {
+    let slo = slo_table(kappa, baseline, class_kappa, class_slo_s)?;
+    workload_out(py, &workload::base_workload(rate, seed, &slo).map_err(err)?)
+}
+
+/// A phased BaseWorkload: x queries at rate_low alternating with 10 at rate_high.
+#[pyfunction]
+#[pyo3(signature = (x, rate_low, rate_high, seed=0, kappa=2.0))]
+fn phased_workload(py: Python<'_>, x: usize, rate_low: f64, rate_high: f64, seed: u64, kappa: f64) -> PyResult<Py<PyAny>> {
+    let slo = SloTable::paper(kappa).map_err(err)?;
+    workload_out(py, &workload::phased_workload(x, rate_low, rate_high, seed, &slo).map_err(err)?)
+}
+
+/// A Redbench-like multi-day, multi-tenant workload.
+#[pyfunction]
+#[pyo3(signature = (days=1, seed=0, queries_per_day=20000.0, tenants=4, start_weekday=0, kappa=2.0, baseline=None, class_kappa=None, class_slo_s=None))]
+#[allow(clippy::too_many_arguments)]
+fn redbench_workload(
+    py: Python<'_>,
+    days: u32,
+    seed: u64,
+    queries_per_day: f64,
+    tenants: u32,
+    start_weekday: u32,
+    kappa: f64,
+    baseline: Option<BTreeMap<u16, f64>>,
+    class_kappa: Option<BTreeMap<String, f64>>,
+    class_slo_s: Option<BTreeMap<String, f64>>,
+) -> PyResult<Py<PyAny>> {
+    let slo = slo_table(kappa, baseline, class_kappa, class_slo_s)?;
+    let cfg = RedbenchConfig { days, queries_per_day, tenants, start_weekday, seed };
+    let w = py.detach(|| workload::redbench_workload(&cfg, &slo)).map_err(err)?;
+    workload_out(py, &w)
+}
+
+/// Validate a workload table (filling missing SLOs from the rule) and return it normalised.
+#[pyfunction]
+#[pyo3(signature = (table, kappa=None, baseline=None, class_kappa=None, class_slo_s=None))]
+fn validate_workload(py: Python<'_>, table: PyTable, kappa: Option<f64>, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Py<PyAny>> {
+    let w = workload_in(table, kappa, baseline, class_kappa, class_slo_s)?;
+    workload_out(py, &w)
+}
+
+fn workload_in(table: PyTable, kappa: Option<f64>, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Workload> {
+    let cols = convert::workload_columns(table)?;
+    let slo = match kappa {
+        Some(k) => Some(slo_table(k, baseline, class_kappa, class_slo_s)?),
+        None => None,
+    };
+    Workload::from_columns(cols, slo.as_ref()).map_err(err)
+}
+
+fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<ScheduledAction>> {
+    schedule
+        .into_iter()
+        .map(|(at, kind, value)| {
+            let action = match kind.as_str() {
+                "spinup" => Action::SpinUp { size: value },
+                "teardown" => Action::TearDown { cluster: value },
+                other => return Err(AutoSloCoreError::new_err(format!("unknown scheduled action `{other}` (use `spinup` with a size or `teardown` with a cluster id)"))),
+            };
+            Ok(ScheduledAction { at, action })
+        })
+        .collect()
+}
+
+/// Emulate a workload; returns (trace table, cluster table).
+#[pyfunction]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn emulate(
+    py: Python<'_>,
+    workload: PyTable,
+    clusters: Vec<u32>,
+    seed: u64,
+    routing: &str,
+    kappa: Option<f64>,
+    timeout_s: Option<f64>,
+    lifecycle: &str,
+    spinup_s: f64,
+    teardown_s: f64,
+    cold_start_factor: f64,
+    cold_start_duration_s: f64,
+    noise: bool,
+    price_per_rpu_hour: f64,
+    billing_minimum_s: f64,
+    schedule: Option<Vec<(f64, String, u32)>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let w = workload_in(workload, kappa, None, None, None)?;
+    let lifecycle = match lifecycle {
+        "fixed" => Lifecycle::Fixed { spinup_s, teardown_s },
+        "measured" => Lifecycle::Measured,
+        other => return Err(AutoSloCoreError::new_err(format!("unknown lifecycle `{other}` (use `fixed` or `measured`)"))),
+    };
+    let cfg = EmulatorConfig {
+        seed,
+        billing: billing::BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s },
+        lifecycle,
+        cold_start: ColdStart { factor: cold_start_factor, duration_s: cold_start_duration_s },
+        timeout_s,
+        noise,
+        ..Default::default()
+    };
+    let mut router = control::router_by_name(routing).map_err(err)?;
+    let mut scaler: Box<dyn Scaler> = match schedule {
+        Some(s) if !s.is_empty() => Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?),
+        _ => Box::new(StaticScaler),
+    };
+    let trace = py
+        .detach(|| {
+            let mut report = |done: usize, total: usize| -> bool {
+                Python::attach(|py| {
+                    if py.check_signals().is_err() {
+                        return false;
+                    }
+                    match &progress {
+                        Some(cb) => cb.call1(py, (done, total)).map(|r| !matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(false),
+                        None => true,
+                    }
+                })
+            };
+            emulator::emulate_with_progress(&w, &clusters, router.as_mut(), scaler.as_mut(), &cfg, &mut report)
+        })
+        .map_err(err)?;
+    let (rows, cl) = convert::trace_tables(&w, &trace)?;
+    Ok((rows.into_pyarrow(py)?.unbind(), cl.into_pyarrow(py)?.unbind()))
+}
+
+/// Hold the emulator against the real measurements; returns a dict with `bins`, `isolated`, `passed`.
+#[pyfunction]
+#[pyo3(signature = (seed=0, seeds=3, isolated_replications=20))]
+fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize) -> PyResult<Py<PyDict>> {
+    let cfg = EmulatorConfig { seed, ..Default::default() };
+    let r = py.detach(|| calibration::calibrate(&cfg, seeds, isolated_replications)).map_err(err)?;
+    let d = PyDict::new(py);
+    let bins = r
+        .bins
+        .iter()
+        .map(|b| {
+            let e = PyDict::new(py);
+            e.set_item("rpu", b.rpu)?;
+            e.set_item("overlap_lo", b.lo)?;
+            e.set_item("overlap_hi", b.hi)?;
+            e.set_item("n", b.n)?;
+            e.set_item("emulated_median", b.emulated_median)?;
+            e.set_item("real_median", b.real_median)?;
+            e.set_item("checked", b.checked)?;
+            e.set_item("within", b.within)?;
+            Ok(e)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let iso = r
+        .isolated
+        .iter()
+        .map(|i| {
+            let e = PyDict::new(py);
+            e.set_item("rpu", i.rpu)?;
+            e.set_item("runs", i.runs)?;
+            e.set_item("emulated_mean", i.emulated_mean)?;
+            e.set_item("real_mean", i.real_mean)?;
+            e.set_item("relative_error", i.relative_error)?;
+            e.set_item("within", i.within)?;
+            Ok(e)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("bins", bins)?;
+    d.set_item("isolated", iso)?;
+    d.set_item("median_tolerance", calibration::MEDIAN_TOLERANCE)?;
+    d.set_item("isolated_tolerance", calibration::ISOLATED_TOLERANCE)?;
+    d.set_item("passed", r.passed())?;
+    Ok(d.unbind())
+}
+
+/// Batch billing: billed seconds of busy intervals under the §2 timer.
+#[pyfunction]
+#[pyo3(signature = (intervals, minimum_s=60.0))]
+fn billed_seconds(intervals: Vec<(f64, f64)>, minimum_s: f64) -> PyResult<f64> {
+    billing::billed_seconds(&intervals, minimum_s).map_err(err)
+}
+
+/// The incremental billing timer of one cluster (§2).
+#[pyclass(name = "BillingTimer", module = "autoslo._core")]
+#[derive(Clone)]
+struct PyBillingTimer {
+    inner: BillingTimer,
+}
+
+#[pymethods]
+impl PyBillingTimer {
+    #[new]
+    #[pyo3(signature = (minimum_s=60.0))]
+    fn new(minimum_s: f64) -> PyResult<Self> {
+        if !(minimum_s.is_finite() && minimum_s >= 0.0) {
+            return Err(AutoSloCoreError::new_err(format!("billing minimum must be ≥ 0 s, got {minimum_s}")));
+        }
+        Ok(Self { inner: BillingTimer::new(minimum_s) })
+    }
+    /// A query arrived at the cluster at `now`.
+    fn on_arrival(&mut self, now: f64) -> PyResult<()> {
+        self.inner.on_arrival(now).map_err(err)
+    }
+    /// The cluster's last query left at `now`.
+    fn on_idle(&mut self, now: f64) -> PyResult<()> {
+        self.inner.on_idle(now).map_err(err)
+    }
+    /// Billed seconds up to `now`.
+    fn billed_seconds_at(&self, now: f64) -> f64 {
+        self.inner.billed_seconds_at(now)
+    }
+    /// Billed seconds once the timer pauses if the cluster drains at `drain_at`.
+    fn billed_seconds_until_drained(&self, drain_at: f64) -> f64 {
+        self.inner.billed_seconds_until_drained(drain_at)
+    }
+    /// ClusterCostUntilDrained in dollars for a cluster of `rpu`, optionally adding a query at `arrival_at` first.
+    #[pyo3(signature = (rpu, drain_at, arrival_at=None, price_per_rpu_hour=0.375))]
+    fn cost_until_drained(&self, rpu: u32, drain_at: f64, arrival_at: Option<f64>, price_per_rpu_hour: f64) -> PyResult<f64> {
+        let policy = billing::BillingPolicy { price_per_rpu_hour, minimum_s: 0.0 }.validated().map_err(err)?;
+        billing::cluster_cost_until_drained(&self.inner, &policy, rpu, arrival_at, drain_at).map_err(err)
+    }
+    fn copy(&self) -> Self {
+        self.clone()
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("AutoSloCoreError", m.py().get_type::<AutoSloCoreError>())?;
+    m.add("ROUTING_POLICIES", control::ROUTING_POLICIES.to_vec())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
+    m.add_function(wrap_pyfunction!(catalog_table, m)?)?;
+    m.add_function(wrap_pyfunction!(catalog_fit_report, m)?)?;
+    m.add_function(wrap_pyfunction!(slo_for, m)?)?;
+    m.add_function(wrap_pyfunction!(base_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(phased_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(redbench_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(emulate, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    m.add_function(wrap_pyfunction!(billed_seconds, m)?)?;
+    m.add_class::<PyBillingTimer>()?;
+    Ok(())
+}
