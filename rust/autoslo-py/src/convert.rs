@@ -53,23 +53,11 @@ fn column(batches: &[RecordBatch], schema: &Schema, name: &str, to: &DataType) -
         .map(|b| arrow_cast::cast(b.column(idx), to).map_err(|e| bad(format!("cannot read as {to}: {e}"))))
         .collect::<PyResult<_>>()?;
     let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-    let all = if refs.is_empty() { arrow_array::new_empty_array(to) } else { concat(&refs).map_err(|e| bad(e.to_string()))? };
+    let all = if refs.is_empty() { arrow_array::new_empty_array(to) } else { arrow_select::concat::concat(&refs).map_err(|e| bad(e.to_string()))? };
     if all.null_count() > 0 {
         return Err(bad(format!("{} null values (every row needs a value)", all.null_count())));
     }
     Ok(Some(all))
-}
-
-/// Concatenate chunks of one already-cast column (Float64, Int64 or Utf8).
-fn concat(refs: &[&dyn Array]) -> Result<ArrayRef, arrow_schema::ArrowError> {
-    use arrow_array::cast::AsArray;
-    let dt = refs[0].data_type().clone();
-    Ok(match dt {
-        DataType::Float64 => Arc::new(Float64Array::from_iter_values(refs.iter().flat_map(|a| a.as_primitive::<arrow_array::types::Float64Type>().values().iter().copied()))),
-        DataType::Int64 => Arc::new(Int64Array::from_iter_values(refs.iter().flat_map(|a| a.as_primitive::<arrow_array::types::Int64Type>().values().iter().copied()))),
-        DataType::Utf8 => Arc::new(StringArray::from_iter_values(refs.iter().flat_map(|a| a.as_string::<i32>().iter().map(|s| s.unwrap_or(""))))),
-        other => return Err(arrow_schema::ArrowError::CastError(format!("unsupported column type {other}"))),
-    })
 }
 
 fn need(v: Option<ArrayRef>, name: &str) -> PyResult<ArrayRef> {

@@ -1,0 +1,189 @@
+"""The ``autoslo`` command line. Every subcommand has ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from autoslo import _core
+from autoslo.emulation import calibrate, emulate
+from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"cluster sizes must be comma-separated integers (RPU), got {text!r}") from e
+    if not sizes or any(s <= 0 for s in sizes):
+        raise argparse.ArgumentTypeError(f"need at least one positive cluster size, got {text!r}")
+    return sizes
+
+
+def _add_workload_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--workload", choices=["base", "redbench"], default="base", help="generator (default: base = the paper's BaseWorkload)")
+    g.add_argument("--workload-file", metavar="F.parquet", help="read the workload from Parquet instead of generating one")
+    g.add_argument("--rate", type=float, default=0.1, help="BaseWorkload arrival rate λ in queries/s (default 0.1)")
+    g.add_argument("--days", type=int, default=1, help="redbench: number of days (default 1)")
+    g.add_argument("--queries-per-day", type=float, default=20_000, help="redbench: weekday queries across tenants (default 20000)")
+    g.add_argument("--tenants", type=int, default=4, help="redbench: number of tenants (default 4)")
+    g.add_argument("--kappa", type=float, default=2.0, help="SLO = κ × per-template baseline (default 2)")
+    g.add_argument("--seed", type=int, default=0, help="seed of workload and emulator (default 0)")
+
+
+def _workload(args: argparse.Namespace) -> pa.Table:
+    if args.workload_file:
+        return read_workload(args.workload_file, kappa=args.kappa)
+    if args.workload == "redbench":
+        return redbench_workload(days=args.days, seed=args.seed, queries_per_day=args.queries_per_day, tenants=args.tenants, kappa=args.kappa)
+    return base_workload(args.rate, seed=args.seed, kappa=args.kappa)
+
+
+def _fmt_table(rows: list[dict[str, object]], columns: Sequence[str]) -> str:
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}"
+        return "-" if v is None else str(v)
+
+    cells = [[cell(r[c]) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def cmd_emulate(args: argparse.Namespace) -> int:
+    wl = _workload(args)
+    result = emulate(
+        wl,
+        args.clusters,
+        seed=args.seed,
+        routing=args.routing,
+        timeout_s=args.timeout if args.timeout > 0 else None,
+        lifecycle=args.lifecycle,
+        progress=args.progress,
+    )
+    if args.trace:
+        write_table(result.trace, args.trace)
+    if args.clusters_out:
+        write_table(result.clusters, args.clusters_out)
+    summary = result.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(_fmt_table([summary], list(summary)))
+        print()
+        print(_fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "violation_rate", "latency_p50", "latency_p95", "cost"]))
+    return 0
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    wl = _workload(args)
+    write_table(wl, args.out)
+    print(json.dumps({"queries": wl.num_rows, "out": args.out}))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    report = calibrate(seed=args.seed, seeds=args.seeds, isolated_replications=args.replications)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        rows = [
+            {
+                "rpu": b["rpu"],
+                "overlapping": f"{b['overlap_lo']}-{b['overlap_hi']}",
+                "n": b["n"],
+                "emulated": b["emulated_median"],
+                "real": b["real_median"],
+                "checked": "yes" if b["checked"] else "",
+                "within x1.5": ("yes" if b["within"] else "NO") if b["checked"] else "",
+            }
+            for b in report["bins"]
+        ]
+        print("Median latency / isolated runtime by overlapping queries (real: concurrent_latencies.csv)")
+        print(_fmt_table(rows, list(rows[0])))
+        print()
+        print("Isolated runs: mean runtime per RPU (real: isolated_runtimes_summary.yml)")
+        print(_fmt_table(report["isolated"], ["rpu", "runs", "emulated_mean", "real_mean", "relative_error", "within"]))
+        print(f"\ncalibration {'PASSED' if report['passed'] else 'FAILED'}")
+    return 0 if report["passed"] else 1
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    report = _core.catalog_fit_report()
+    if args.out:
+        write_table(_core.catalog_table(), args.out)
+    print(json.dumps(report, indent=None if args.json else 2))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from autoslo.demo import run_demo
+
+    return run_demo(queries_per_day=args.queries_per_day, seed=args.seed, kappa=args.kappa, as_json=args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autoslo", description="Latency-SLO-aware multi-cluster workload management for cloud data warehouses.")
+    parser.add_argument("--version", action="version", version=f"autoslo {_core.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("emulate", help="run a workload on the calibrated warehouse emulator", description="Run a workload on the calibrated warehouse emulator and report violation rate and cost.")
+    _add_workload_args(p)
+    p.add_argument("--clusters", type=_sizes, default=[16, 16], help="cluster sizes in RPU, comma-separated (default 16,16)")
+    p.add_argument("--routing", default="round-robin", choices=_core.ROUTING_POLICIES, help="routing policy (default round-robin)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
+    p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
+    p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
+    p.add_argument("--clusters-out", metavar="OUT.parquet", help="write the per-cluster bills to Parquet")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.set_defaults(func=cmd_emulate)
+
+    p = sub.add_parser("workload", help="generate a workload and write it to Parquet", description="Generate a workload and write it to Parquet.")
+    _add_workload_args(p)
+    p.add_argument("--out", required=True, metavar="OUT.parquet", help="where to write the workload")
+    p.set_defaults(func=cmd_workload)
+
+    p = sub.add_parser("calibrate", help="compare the emulator with the real Redshift measurements", description="Compare the emulator's concurrency slowdowns and isolated runtimes with the real Redshift Serverless measurements.")
+    p.add_argument("--seed", type=int, default=0, help="emulator seed (default 0)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds of the calibration workloads (default 3)")
+    p.add_argument("--replications", type=int, default=20, help="repetitions of the measured isolated runs (default 20)")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("catalog", help="report the TPC-DS runtime catalog's scaling-law fit", description="Report the size-scaling law's error on the measured isolated runtimes.")
+    p.add_argument("--out", metavar="OUT.parquet", help="also write the measured catalog to Parquet")
+    p.add_argument("--json", action="store_true", help="compact JSON")
+    p.set_defaults(func=cmd_catalog)
+
+    p = sub.add_parser("demo", help="the main job: a day on several cluster configurations", description="Emulate one Redbench-like day on several fixed cluster configurations and compare violation rate and cost, fleet-wide and per tenant × class.")
+    p.add_argument("--queries-per-day", type=float, default=20_000, help="weekday queries across tenants (default 20000)")
+    p.add_argument("--seed", type=int, default=1, help="seed (default 1)")
+    p.add_argument("--kappa", type=float, default=4.0, help="SLO multiplier κ (default 4)")
+    p.add_argument("--json", action="store_true", help="print rows as JSON")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except _core.AutoSloCoreError as e:
+        print(f"autoslo: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autoslo: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

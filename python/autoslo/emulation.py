@@ -1,0 +1,144 @@
+"""Emulation: run a workload on the calibrated warehouse emulator and summarise the outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from autoslo import _core
+
+
+@dataclass(frozen=True)
+class EmulationResult:
+    """The outcome of one emulation.
+
+    ``trace`` has one row per query (cluster, arrival, start, end, latency, SLO, met, censored,
+    outcome, attributed cost); ``clusters`` one row per cluster (lifecycle times, billed seconds,
+    cost). Attributed query costs sum to the billed cost.
+    """
+
+    trace: pa.Table
+    clusters: pa.Table
+
+    @property
+    def queries(self) -> int:
+        """Number of queries emulated."""
+        return self.trace.num_rows
+
+    @property
+    def violations(self) -> int:
+        """Queries that missed their SLO (timed-out queries included)."""
+        return self.queries - int(pc.sum(self.trace["met"]).as_py() or 0)
+
+    @property
+    def violation_rate(self) -> float:
+        """Fraction of queries that missed their SLO."""
+        return self.violations / self.queries if self.queries else 0.0
+
+    @property
+    def cost(self) -> float:
+        """Total billed cost in dollars."""
+        return float(pc.sum(self.clusters["cost"]).as_py() or 0.0)
+
+    @property
+    def timeouts(self) -> int:
+        """Queries that hit the timeout (censored)."""
+        return int(pc.sum(self.trace["censored"]).as_py() or 0)
+
+    def summary(self) -> dict[str, float | int]:
+        """Fleet-wide numbers as a plain dict (what ``autoslo emulate --json`` prints)."""
+        return {
+            "queries": self.queries,
+            "violations": self.violations,
+            "violation_rate": self.violation_rate,
+            "timeouts": self.timeouts,
+            "cost": self.cost,
+            "clusters": self.clusters.num_rows,
+        }
+
+    def per_tenant_class(self) -> pa.Table:
+        """Queries, violation rate, latency p50/p95 and attributed cost per tenant × class."""
+        t = self.trace.append_column("violated", pc.invert(self.trace["met"]))
+        g = t.group_by(["tenant", "class"]).aggregate(
+            [
+                ("query_id", "count"),
+                ("violated", "sum"),
+                ("censored", "sum"),
+                ("latency", "approximate_median"),
+                ("latency", "tdigest", pc.TDigestOptions(q=0.95)),
+                ("cost", "sum"),
+            ]
+        )
+        g = g.rename_columns(["tenant", "class", "queries", "violations", "timeouts", "latency_p50", "latency_p95", "cost"])
+        g = g.set_column(6, "latency_p95", pc.list_element(g["latency_p95"], 0))
+        rate = pc.divide(pc.cast(g["violations"], pa.float64()), pc.cast(g["queries"], pa.float64()))
+        g = g.append_column("violation_rate", rate)
+        return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
+
+
+def emulate(
+    workload: pa.Table,
+    clusters: Sequence[int],
+    *,
+    seed: int = 0,
+    routing: str = "round-robin",
+    kappa: float | None = None,
+    timeout_s: float | None = 3600.0,
+    lifecycle: str = "fixed",
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    cold_start_factor: float = 1.5,
+    cold_start_duration_s: float = 300.0,
+    noise: bool = True,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    schedule: Sequence[tuple[float, str, int]] | None = None,
+    progress: bool = False,
+) -> EmulationResult:
+    """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
+
+    ``schedule`` lists ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)``
+    actions carried out through the control-plane interface. ``progress=True`` shows a tqdm bar;
+    Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
+    """
+    callback = None
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=workload.num_rows, unit="query", desc="emulating")
+
+        def callback(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
+    try:
+        trace, cluster_table = _core.emulate(
+            workload,
+            list(clusters),
+            seed=seed,
+            routing=routing,
+            kappa=kappa,
+            timeout_s=timeout_s,
+            lifecycle=lifecycle,
+            spinup_s=spinup_s,
+            teardown_s=teardown_s,
+            cold_start_factor=cold_start_factor,
+            cold_start_duration_s=cold_start_duration_s,
+            noise=noise,
+            price_per_rpu_hour=price_per_rpu_hour,
+            billing_minimum_s=billing_minimum_s,
+            schedule=list(schedule) if schedule else None,
+            progress=callback,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return EmulationResult(trace=trace, clusters=cluster_table)
+
+
+def calibrate(seed: int = 0, seeds: int = 3, isolated_replications: int = 20) -> dict[str, object]:
+    """Hold the emulator against the real Redshift measurements (see ``autoslo calibrate``)."""
+    return _core.calibrate(seed=seed, seeds=seeds, isolated_replications=isolated_replications)
