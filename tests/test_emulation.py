@@ -1,0 +1,122 @@
+"""Emulator behaviour seen from Python: results, invariants, billing, errors."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import autoslo
+
+
+def test_result_object_and_trace_columns() -> None:
+    wl = autoslo.base_workload(0.2, seed=1, kappa=2)
+    res = autoslo.emulate(wl, [16, 16], seed=1)
+    assert res.queries == 297
+    assert 0.0 <= res.violation_rate <= 1.0 and res.cost > 0
+    t = res.trace
+    for col in ["query_id", "template", "instance", "tenant", "class", "cluster_id", "cluster_size", "arrival", "start", "end", "latency", "slo", "met", "censored", "outcome", "cost"]:
+        assert col in t.column_names
+    assert sorted(t["query_id"].to_pylist()) == sorted(wl["query_id"].to_pylist()), "every query exactly once"
+    assert pc.sum(t["cost"]).as_py() == pytest.approx(res.cost, rel=1e-9)
+    assert res.clusters.num_rows == 2
+    per = res.per_tenant_class()
+    assert pc.sum(per["queries"]).as_py() == 297
+    assert pc.sum(per["cost"]).as_py() == pytest.approx(res.cost, rel=1e-9)
+    same = autoslo.emulate(wl, [16, 16], seed=1)
+    assert same.trace.equals(res.trace), "same seed, same trace"
+
+
+def test_bigger_clusters_cost_more_and_violate_less() -> None:
+    wl = autoslo.base_workload(0.2, seed=7, kappa=2)
+    small = autoslo.emulate(wl, [8], seed=3)
+    big = autoslo.emulate(wl, [32, 32], seed=3)
+    assert big.violation_rate < small.violation_rate
+    assert big.cost > small.cost
+
+
+def test_timeouts_are_censored_rows() -> None:
+    wl = autoslo.base_workload(1.0, seed=2, kappa=2)
+    res = autoslo.emulate(wl, [4], seed=2, timeout_s=120)
+    cens = res.trace.filter(res.trace["censored"])
+    assert cens.num_rows > 0
+    assert set(cens["latency"].to_pylist()) == {120.0}
+    assert set(cens["outcome"].to_pylist()) == {"timeout"}
+    assert not any(cens["met"].to_pylist())
+
+
+def test_schedule_spins_up_and_tears_down() -> None:
+    wl = autoslo.base_workload(0.2, seed=4, kappa=2)
+    res = autoslo.emulate(wl, [16], seed=1, lifecycle="measured", schedule=[(100.0, "spinup", 32), (900.0, "teardown", 0)])
+    c = res.clusters.to_pylist()
+    assert len(c) == 2 and c[1]["size"] == 32
+    assert 50 < c[1]["ready_at"] - c[1]["requested_at"] < 200, "measured 32-RPU readiness (about a minute)"
+    assert c[0]["teardown_requested_at"] == pytest.approx(900.0, abs=1.0)
+    late = res.trace.filter(pc.greater(res.trace["arrival"], 901.0))
+    assert set(late["cluster_id"].to_pylist()) == {1}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"routing": "random"}, "unknown policy `random`"),
+        ({"lifecycle": "instant"}, "unknown lifecycle"),
+        ({"timeout_s": -5.0}, "timeout"),
+        ({"schedule": [(10.0, "teardown", 9)]}, "does not exist"),
+        ({"schedule": [(10.0, "resize", 9)]}, "unknown scheduled action"),
+        ({"price_per_rpu_hour": -1.0}, "price"),
+    ],
+)
+def test_bad_emulation_input_is_a_clear_error(kwargs: dict, message: str) -> None:
+    wl = autoslo.base_workload(0.2, seed=4, kappa=2)
+    with pytest.raises(autoslo.AutoSloCoreError, match=message):
+        autoslo.emulate(wl, [16], **kwargs)
+
+
+def test_no_clusters_is_an_error() -> None:
+    with pytest.raises(autoslo.AutoSloCoreError, match="no clusters"):
+        autoslo.emulate(autoslo.base_workload(0.2), [])
+
+
+def test_progress_callback_and_interrupt() -> None:
+    wl = autoslo.redbench_workload(days=1, seed=1, queries_per_day=9000, tenants=2)
+    seen: list[tuple[int, int]] = []
+    from autoslo import _core
+
+    _core.emulate(wl, [32, 32], progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1][0] == seen[-1][1] == wl.num_rows and len(seen) >= 2
+    with pytest.raises(KeyboardInterrupt):
+        _core.emulate(wl, [32, 32], progress=lambda done, total: False)
+
+
+def test_billing_timer_matches_the_paper() -> None:
+    t = autoslo.BillingTimer(60.0)
+    assert t.billed_seconds_at(5.0) == 0.0
+    t.on_arrival(100.0)
+    t.on_idle(110.0)
+    assert t.billed_seconds_at(1000.0) == 60.0
+    assert t.cost_until_drained(16, drain_at=0.0, arrival_at=2000.0) == pytest.approx(0.375 * 16 * 120 / 3600)
+    with pytest.raises(autoslo.AutoSloCoreError, match="backwards"):
+        t.on_arrival(50.0)
+    assert autoslo.billed_seconds([(0.0, 10.0), (30.0, 40.0), (200.0, 300.0)]) == pytest.approx(160.0)
+
+
+intervals = st.lists(st.tuples(st.floats(0, 5000), st.floats(0, 500)), max_size=30).map(lambda v: [(a, a + d) for a, d in v])
+
+
+@settings(max_examples=60, deadline=None)
+@given(intervals, st.floats(0, 120))
+def test_incremental_and_batch_billing_agree(iv: list[tuple[float, float]], minimum: float) -> None:
+    events = sorted([(a, 1) for a, _ in iv] + [(b, -1) for _, b in iv], key=lambda e: (e[0], -e[1]))
+    timer = autoslo.BillingTimer(minimum)
+    present = 0
+    for t, d in events:
+        present += d
+        if d > 0:
+            timer.on_arrival(t)
+        elif present == 0:
+            timer.on_idle(t)
+    batch = autoslo.billed_seconds(iv, minimum)
+    assert batch >= 0
+    assert timer.billed_seconds_at(1e9) == pytest.approx(batch, abs=1e-6)

@@ -1,0 +1,88 @@
+"""Workload generators, validation and Parquet round trips."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import autoslo
+
+
+def test_base_workload_is_the_papers() -> None:
+    wl = autoslo.base_workload(0.1, seed=3, kappa=4)
+    assert wl.num_rows == 297
+    assert set(wl.column_names) >= {"query_id", "arrival", "template", "instance", "tenant", "class", "slo"}
+    counts = wl.group_by("template").aggregate([("instance", "count_distinct")])
+    assert counts.num_rows == 99 and pc.all(pc.equal(counts["instance_count_distinct"], 3)).as_py()
+    arrivals = wl["arrival"].to_pylist()
+    assert arrivals == sorted(arrivals) and arrivals[0] == 0.0
+    # SLO = κ × p100 baseline: template 1 has a 3.204 s baseline.
+    slo1 = pc.filter(wl["slo"], pc.equal(wl["template"], 1)).to_pylist()
+    assert slo1 == pytest.approx([4 * 3.204] * 3)
+    assert autoslo.base_workload(0.1, seed=3, kappa=4).equals(wl)
+    assert not autoslo.base_workload(0.1, seed=4, kappa=4).equals(wl)
+
+
+def test_redbench_is_multi_tenant_and_seeded() -> None:
+    wl = autoslo.redbench_workload(days=2, seed=5, queries_per_day=3000, tenants=3, class_slo_s={"dashboard": 10.0})
+    assert set(wl["tenant"].to_pylist()) == {"tenant-1", "tenant-2", "tenant-3"}
+    assert set(wl["class"].to_pylist()) == {"dashboard", "adhoc", "report", "backfill"}
+    assert pc.max(wl["arrival"]).as_py() < 2 * 86400
+    dash = pc.filter(wl["slo"], pc.equal(wl["class"], "dashboard"))
+    assert set(dash.to_pylist()) == {10.0}
+    assert autoslo.redbench_workload(days=2, seed=5, queries_per_day=3000, tenants=3, class_slo_s={"dashboard": 10.0}).equals(wl)
+
+
+def _table(**cols: list) -> pa.Table:
+    base = {"arrival": [0.0, 1.0, 2.0], "template": [1, 2, 3], "instance": [1, 1, 1]}
+    base.update(cols)
+    return pa.table({k: v for k, v in base.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    ("cols", "message"),
+    [
+        ({"template": None}, "missing column `template`"),
+        ({"arrival": [0.0, -1.0, 2.0]}, "arrival of row 1"),
+        ({"arrival": [0.0, 5.0, 2.0]}, "not sorted"),
+        ({"template": [1, 2, 120]}, "unknown query template 120"),
+        ({"instance": [1, 0, 1]}, "instance of row 1"),
+        ({"slo": [1.0, None, 1.0]}, "null"),
+        ({"query_id": [1, 1, 2], "slo": [1.0, 1.0, 1.0]}, "duplicate query id 1"),
+    ],
+)
+def test_malformed_workloads_are_clear_errors(cols: dict, message: str) -> None:
+    with pytest.raises(autoslo.AutoSloCoreError, match=message):
+        autoslo.validate_workload(_table(**cols), kappa=2.0)
+
+
+def test_missing_slo_needs_a_rule() -> None:
+    with pytest.raises(autoslo.AutoSloCoreError, match="slo"):
+        autoslo.validate_workload(_table())
+    ok = autoslo.validate_workload(_table(), kappa=2.0)
+    assert ok["slo"].to_pylist() == pytest.approx([autoslo.slo_for(t, kappa=2.0) for t in (1, 2, 3)])
+    assert ok["tenant"].to_pylist() == ["default"] * 3
+
+
+def test_parquet_round_trip(tmp_path) -> None:
+    wl = autoslo.redbench_workload(days=1, seed=1, queries_per_day=500, tenants=2)
+    path = tmp_path / "wl.parquet"
+    autoslo.write_table(wl, path)
+    back = autoslo.read_workload(path)
+    assert back.equals(wl)
+    res = autoslo.emulate(back, [16], seed=2)
+    autoslo.write_table(res.trace, tmp_path / "trace.parquet")
+    assert autoslo.read_table(tmp_path / "trace.parquet").equals(res.trace)
+
+
+def test_catalog_and_scaling_law() -> None:
+    cat = autoslo.catalog_table()
+    assert cat.num_rows == 617 and pc.sum(cat["runs"]).as_py() == 2758
+    rep = autoslo.catalog_fit_report()
+    assert rep["templates_from_baseline"] == [67]
+    assert 1.0 <= rep["in_sample_q_error"][0] <= rep["holdout_q_error"][0] < 1.5
+    assert autoslo.isolated_runtime(15, 2, 4) == pytest.approx(7.658700108528137)
+    assert autoslo.isolated_runtime(1, 1, 64) < autoslo.isolated_runtime(1, 1, 8)
+    with pytest.raises(autoslo.AutoSloCoreError, match="unknown query template"):
+        autoslo.isolated_runtime(0, 1, 16)
