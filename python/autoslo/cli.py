@@ -111,6 +111,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print()
         print("Isolated runs: mean runtime per RPU (real: isolated_runtimes_summary.yml)")
         print(_fmt_table(report["isolated"], ["rpu", "runs", "emulated_mean", "real_mean", "relative_error", "within"]))
+        print()
+        print("Run-to-run noise: std of log runtime per repeated query, p50 / p90 (reported, not checked)")
+        print(_fmt_table(report["noise"], ["rpu", "real_entries", "real_log_std_p50", "emulated_log_std_p50", "real_log_std_p90", "emulated_log_std_p90"]))
         print(f"\ncalibration {'PASSED' if report['passed'] else 'FAILED'}")
     return 0 if report["passed"] else 1
 

@@ -82,10 +82,9 @@ pub struct Catalog {
     runs: BTreeMap<(u16, u16, u32), Vec<f64>>,
     laws: BTreeMap<u16, TemplateLaw>,
     fleet_slope: f64,
-    /// Run-to-run noise: each repeated run divided by its entry's mean, per RPU. Every entry
-    /// contributes ratios that average exactly 1, so the pool's mean is 1.
-    residuals: BTreeMap<u32, Vec<f64>>,
-    pooled_residuals: Vec<f64>,
+    /// Run-to-run noise: for every entry with ≥ 2 runs, its runs divided by its mean (so each
+    /// list averages exactly 1), per RPU.
+    noise: BTreeMap<u32, Vec<((u16, u16), Vec<f64>)>>,
 }
 
 /// The bundled TPC-DS catalog (parsed once).
@@ -124,16 +123,14 @@ impl Catalog {
         }
         let (mut laws, fleet_slope) = fit_laws(&runs, None);
         add_baseline_laws(&mut laws, fleet_slope);
-        let mut residuals: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-        for (&(_, _, rpu), rs) in &runs {
-            if rs.len() < 2 {
-                continue;
+        let mut noise: BTreeMap<u32, Vec<((u16, u16), Vec<f64>)>> = BTreeMap::new();
+        for (&(t, i, rpu), rs) in &runs {
+            if rs.len() >= 2 {
+                let mean = rs.iter().sum::<f64>() / rs.len() as f64;
+                noise.entry(rpu).or_default().push(((t, i), rs.iter().map(|r| r / mean).collect()));
             }
-            let mean = rs.iter().sum::<f64>() / rs.len() as f64;
-            residuals.entry(rpu).or_default().extend(rs.iter().map(|r| r / mean));
         }
-        let pooled_residuals = residuals.values().flatten().copied().collect();
-        Ok(Catalog { runs, laws, fleet_slope, residuals, pooled_residuals })
+        Ok(Catalog { runs, laws, fleet_slope, noise })
     }
 
     /// Measured runs of a query text at a size (empty if not measured).
@@ -178,21 +175,28 @@ impl Catalog {
         Ok((a + law.slope * (rpu as f64).log2()).exp())
     }
 
-    /// The pool of run ÷ entry-mean ratios used for run-to-run noise at a size (mean 1): the
-    /// size's own pool when it holds at least 50 ratios, else that of the nearest measured size in
-    /// log2, else all.
-    pub fn noise_pool(&self, rpu: u32) -> &[f64] {
-        let near = self
-            .residuals
+    /// Run-to-run noise of a query text at a size: a list of run ÷ mean ratios (averaging 1)
+    /// from which each run draws one. A text measured at least twice at this size uses its own
+    /// runs; any other uses a donor entry picked by hashing the text, among the entries of the
+    /// nearest size (in log2) with at least 20 repeated entries. Noisy queries thus stay noisy
+    /// and stable ones stable, as measured.
+    pub fn noise_ratios(&self, text: QueryText, rpu: u32) -> &[f64] {
+        if let Some(own) = self.noise.get(&rpu).and_then(|v| v.iter().find(|e| e.0 == (text.template, text.instance))) {
+            return &own.1;
+        }
+        let dist = |s: u32| ((s as f64).log2() - (rpu.max(1) as f64).log2()).abs();
+        let pool = self
+            .noise
             .iter()
-            .filter(|(_, v)| v.len() >= 50)
-            .min_by(|(a, _), (b, _)| {
-                let d = |s: u32| ((s as f64).log2() - (rpu as f64).log2()).abs();
-                d(**a).total_cmp(&d(**b))
-            });
-        match near {
-            Some((_, v)) => v,
-            None => &self.pooled_residuals,
+            .filter(|(_, v)| v.len() >= 20)
+            .min_by(|(a, _), (b, _)| dist(**a).total_cmp(&dist(**b)))
+            .or_else(|| self.noise.iter().next());
+        match pool {
+            Some((_, entries)) => {
+                let mut h = ((text.template as u64) << 16) | text.instance as u64 | ((rpu as u64) << 32);
+                &entries[(crate::rng::splitmix64(&mut h) % entries.len() as u64) as usize].1
+            }
+            None => &[1.0],
         }
     }
 

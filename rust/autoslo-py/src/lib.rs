@@ -250,8 +250,24 @@ fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize
             Ok(e)
         })
         .collect::<PyResult<Vec<_>>>()?;
+    let noise = r
+        .noise
+        .iter()
+        .map(|n| {
+            let e = PyDict::new(py);
+            e.set_item("rpu", n.rpu)?;
+            e.set_item("real_entries", n.real_entries)?;
+            e.set_item("emulated_groups", n.emulated_groups)?;
+            e.set_item("real_log_std_p50", n.real_log_std[0])?;
+            e.set_item("emulated_log_std_p50", n.emulated_log_std[0])?;
+            e.set_item("real_log_std_p90", n.real_log_std[1])?;
+            e.set_item("emulated_log_std_p90", n.emulated_log_std[1])?;
+            Ok(e)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     d.set_item("bins", bins)?;
     d.set_item("isolated", iso)?;
+    d.set_item("noise", noise)?;
     d.set_item("median_tolerance", calibration::MEDIAN_TOLERANCE)?;
     d.set_item("isolated_tolerance", calibration::ISOLATED_TOLERANCE)?;
     d.set_item("passed", r.passed())?;

@@ -58,7 +58,7 @@ pub struct InterferenceModel {
 impl Default for InterferenceModel {
     fn default() -> Self {
         let p = |solo_share, memory_slots, spill_penalty, concurrency_limit| InterferenceParams { solo_share, memory_slots, spill_penalty, concurrency_limit };
-        InterferenceModel { points: vec![(8, p(0.6, 3.0, 0.5, 12)), (16, p(0.85, 5.0, 0.5, 16)), (32, p(0.6, 6.0, 0.5, 16))] }
+        InterferenceModel { points: vec![(8, p(0.6, 2.5, 1.0, 12)), (16, p(0.85, 5.0, 0.5, 16)), (32, p(0.6, 6.0, 0.5, 16))] }
     }
 }
 

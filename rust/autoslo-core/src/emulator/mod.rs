@@ -207,16 +207,17 @@ impl<'a> Run<'a> {
         Ok(id)
     }
 
-    /// Noise multiplier of query `qi` on a cluster of `size`: a measured run ÷ mean ratio at that
-    /// size (the pool's mean is 1), picked by the query's own random stream so that the draw does
-    /// not depend on routing order.
+    /// Noise multiplier of query `qi` on a cluster of `size`: one of the measured run ÷ mean
+    /// ratios of its text at that size (or of a donor entry, see `Catalog::noise_ratios`), picked
+    /// by the query's own random stream so the draw does not depend on routing order. Mean 1.
     fn noise(&self, qi: usize, size: u32) -> f64 {
         if !self.cfg.noise {
             return 1.0;
         }
-        let pool = self.cat.noise_pool(size);
-        let mut rng = Rng::new(derive_seed(self.cfg.seed, self.w.queries()[qi].id));
-        pool[rng.below(pool.len())]
+        let q = &self.w.queries()[qi];
+        let ratios = self.cat.noise_ratios(q.text, size);
+        let mut rng = Rng::new(derive_seed(self.cfg.seed, q.id));
+        ratios[rng.below(ratios.len())]
     }
 
     fn start_query(&mut self, c: usize, qi: usize, t: f64) -> Result<()> {
