@@ -24,6 +24,17 @@ def test_base_workload_is_the_papers() -> None:
     assert not autoslo.base_workload(0.1, seed=4, kappa=4).equals(wl)
 
 
+def test_user_supplied_slos() -> None:
+    wl = autoslo.base_workload(0.1, seed=1, kappa=3, baseline={1: 10.0})
+    assert set(pc.filter(wl["slo"], pc.equal(wl["template"], 1)).to_pylist()) == {30.0}
+    assert pc.filter(wl["slo"], pc.equal(wl["template"], 2)).to_pylist() == pytest.approx([3 * 11.197] * 3)
+    rb = autoslo.redbench_workload(days=1, seed=1, queries_per_day=500, tenants=2, class_kappa={"backfill": 10.0})
+    back = rb.filter(pc.equal(rb["class"], "backfill")).slice(0, 1).to_pylist()[0]
+    assert back["slo"] == pytest.approx(10 * autoslo.slo_for(back["template"], kappa=1.0))
+    with pytest.raises(autoslo.AutoSloCoreError, match="baseline latency of template 1"):
+        autoslo.base_workload(0.1, baseline={1: -2.0})
+
+
 def test_redbench_is_multi_tenant_and_seeded() -> None:
     wl = autoslo.redbench_workload(days=2, seed=5, queries_per_day=3000, tenants=3, class_slo_s={"dashboard": 10.0})
     assert set(wl["tenant"].to_pylist()) == {"tenant-1", "tenant-2", "tenant-3"}

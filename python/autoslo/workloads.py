@@ -17,10 +17,13 @@ import pyarrow.parquet as pq
 from autoslo import _core
 
 
-def base_workload(rate: float, seed: int = 0, kappa: float = 2.0) -> pa.Table:
+def base_workload(rate: float, seed: int = 0, kappa: float = 2.0, baseline: Mapping[int, float] | None = None) -> pa.Table:
     """The paper's ``BaseWorkload(λ)``: 3 copies of each of the 99 TPC-DS templates (its three
-    parameter instances), shuffled, with Poisson arrivals at ``rate`` queries/s."""
-    return _core.base_workload(rate, seed=seed, kappa=kappa)
+    parameter instances), shuffled, with Poisson arrivals at ``rate`` queries/s.
+
+    SLO = ``kappa`` × the template's baseline latency: the bundled 16-RPU p100 baseline, with
+    ``baseline`` ({template: seconds}) replacing it for the templates it names."""
+    return _core.base_workload(rate, seed=seed, kappa=kappa, baseline=dict(baseline) if baseline else None)
 
 
 def phased_workload(x: int, rate_low: float, rate_high: float, seed: int = 0, kappa: float = 2.0) -> pa.Table:
@@ -37,11 +40,13 @@ def redbench_workload(
     kappa: float = 2.0,
     class_kappa: Mapping[str, float] | None = None,
     class_slo_s: Mapping[str, float] | None = None,
+    baseline: Mapping[int, float] | None = None,
 ) -> pa.Table:
     """A realistic multi-day workload: tenants, classes (dashboard, adhoc, report, backfill),
     diurnal and weekly patterns, bursts, scheduled report jobs and repeated query texts.
 
-    ``class_kappa`` / ``class_slo_s`` override the SLO rule per class (another κ, or seconds)."""
+    ``class_kappa`` / ``class_slo_s`` override the SLO rule per class (another κ, or seconds);
+    ``baseline`` ({template: seconds}) replaces the per-template baseline latency."""
     return _core.redbench_workload(
         days=days,
         seed=seed,
@@ -51,6 +56,7 @@ def redbench_workload(
         kappa=kappa,
         class_kappa=dict(class_kappa) if class_kappa else None,
         class_slo_s=dict(class_slo_s) if class_slo_s else None,
+        baseline=dict(baseline) if baseline else None,
     )
 
 
