@@ -1,4 +1,4 @@
-"""Type stubs of the Rust extension ``autoslo._core`` (bindings of ``autoslo-core``)."""
+"""Type annotations of the Rust extension ``autoslo._core`` (bindings of ``autoslo-core``)."""
 
 from typing import Callable, Mapping, Sequence
 
