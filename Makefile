@@ -5,8 +5,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.deps-stamp
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
+# tch builds against the venv's torch==2.13.0; tests and benches load its libraries.
+export LIBTORCH_USE_PYTORCH := 1
+TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 
-.PHONY: deps build demo test test-rust test-python bench calibrate clean-venv
+.PHONY: deps build demo test test-rust test-python bench calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,19 +25,24 @@ build: deps
 demo: build
 	autoslo demo
 
-test-rust:
-	cargo test -p autoslo-core --quiet
+test-rust: deps
+	LD_LIBRARY_PATH=$(TORCH_LIB) cargo test -p autoslo-core --features torch --quiet
 
 test-python: build
 	$(PY) -m pytest -q
 
 test: build test-rust test-python
 
-bench:
+bench: deps
 	cargo bench -p autoslo-core --bench emulator
+	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router
 
 calibrate: build
 	autoslo calibrate
+
+# Rebuild the bundled predictor models (Stage + the four ablation variants) into python/autoslo/models.
+models: build
+	autoslo predictor bundle
 
 clean-venv:
 	rm -rf $(VENV)

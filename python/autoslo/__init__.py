@@ -7,6 +7,19 @@ this package is the typed Python front: workloads and traces are ``pyarrow`` tab
 
 from __future__ import annotations
 
+try:  # an installed extension finds libtorch through its rpath (site-packages/torch/lib) …
+    from autoslo import _core as _core
+except ImportError:  # … elsewhere (editable installs, user-site torch) preload it from torch's package
+    import ctypes
+    import importlib.util
+    from pathlib import Path
+
+    _spec = importlib.util.find_spec("torch")
+    if _spec is None or _spec.origin is None:
+        raise ImportError("autoslo needs torch==2.13.0 (its libtorch runs the latency predictor): pip install torch==2.13.0") from None
+    for _lib in ("libc10.so", "libtorch_cpu.so"):
+        ctypes.CDLL(str(Path(_spec.origin).parent / "lib" / _lib), mode=ctypes.RTLD_GLOBAL)
+    from autoslo import _core as _core
 from autoslo._core import (
     AutoSloCoreError,
     BillingTimer,
@@ -17,7 +30,8 @@ from autoslo._core import (
     isolated_runtime,
     slo_for,
 )
-from autoslo.emulation import EmulationResult, calibrate, emulate
+from autoslo._core import Router
+from autoslo.emulation import EmulationResult, calibrate, emulate, simulate
 from autoslo.workloads import (
     base_workload,
     phased_workload,
@@ -32,6 +46,7 @@ __all__ = [
     "AutoSloCoreError",
     "BillingTimer",
     "EmulationResult",
+    "Router",
     "__version__",
     "base_workload",
     "billed_seconds",
@@ -39,6 +54,7 @@ __all__ = [
     "catalog_fit_report",
     "catalog_table",
     "emulate",
+    "simulate",
     "isolated_runtime",
     "phased_workload",
     "read_table",

@@ -2,6 +2,7 @@
 
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 __version__: str
@@ -81,6 +82,7 @@ def emulate(
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
     progress: Callable[[int, int], bool | None] | None = None,
+    predictor: Predictor | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills)."""
 
@@ -102,3 +104,107 @@ class BillingTimer:
         self, rpu: int, drain_at: float, arrival_at: float | None = None, price_per_rpu_hour: float = 0.375
     ) -> float: ...
     def copy(self) -> BillingTimer: ...
+
+# --- Latency Predictor -------------------------------------------------------------------------
+
+def predictor_dataset(
+    trace: pa.Table,
+    stage_path: str,
+    size_features: bool = True,
+    after_chronological: bool = True,
+    censored_prob: float = 0.0,
+    seed: int = 0,
+    keep_timeouts: bool = True,
+) -> dict[str, np.ndarray]:
+    """Iconq+ samples of a trace: per-query features, compact pair rows, sample offsets and labels."""
+
+def stage_estimates(stage_path: str, template: Sequence[int], instance: Sequence[int], rpu: Sequence[int], use_cache: bool = True) -> list[float]:
+    """Stage's isolated-runtime estimates (s) from a ``stage.json``."""
+
+def interaction_feature_names() -> list[str]:
+    """Names of the interaction feature vector's components, in order."""
+
+class Counterfactual:
+    """The effect of adding a query to a cluster, not yet committed."""
+
+    @property
+    def prediction(self) -> float:
+        """Predicted latency (s) of the added query."""
+    @property
+    def updated(self) -> list[tuple[int, float]]:
+        """(query id, updated prediction s) of the running queries."""
+
+class ClusterPredictor:
+    """Incremental Iconq+ state of one cluster."""
+
+    @property
+    def size(self) -> int: ...
+    def add_arrival(self, query_id: int, template: int, instance: int, arrival: float) -> tuple[float, list[tuple[int, float]]]:
+        """Add an arrival (in time order); returns its prediction and the running queries' updated ones."""
+    def counterfactual(self, query_id: int, template: int, instance: int, arrival: float) -> Counterfactual:
+        """Predict adding a query without committing it."""
+    def commit(self, cf: Counterfactual) -> None:
+        """Apply a counterfactual computed from this exact state (else AutoSloCoreError: stale)."""
+    def complete(self, query_id: int) -> None:
+        """A running query finished."""
+    def predictions(self) -> list[tuple[int, float]]:
+        """(id, predicted latency s) of the running queries, in arrival order."""
+    def copy(self) -> ClusterPredictor:
+        """An independent copy (a simulation branch)."""
+    def __len__(self) -> int: ...
+
+class Predictor:
+    """A loaded model directory (model.pt + stage.json + meta.json), verified against libtorch on load."""
+
+    def __init__(self, path: str, backend: str = "native") -> None: ...
+    @property
+    def meta(self) -> dict[str, object]: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def verified_max_abs_diff(self) -> float: ...
+    def verify(self, n: int = 64, seed: int = 1) -> float:
+        """Largest |native − libtorch| (ln s) over ``n`` probe samples."""
+    def with_backend(self, backend: str) -> Predictor: ...
+    def stage_estimate(self, template: int, instance: int, rpu: int) -> float: ...
+    def cluster(self, size: int) -> ClusterPredictor: ...
+    def predict_trace(self, trace: pa.Table) -> dict[str, np.ndarray]:
+        """Predict every query of a trace from its full neighbour sets (offline evaluation)."""
+
+# --- Query Router and Workload Simulator ---------------------------------------------------------
+
+class Router:
+    """A Query Router used live (thread-safe; routing releases the GIL).
+
+    ``policy`` is one of ``ROUTING_POLICIES``; ``autoslo``, ``stage-cost`` and ``least-work`` need a
+    ``predictor``. ``clusters`` are the sizes (RPU) of the initial clusters, ids 0, 1, …
+    """
+
+    def __init__(self, policy: str, clusters: Sequence[int], predictor: Predictor | None = None, seed: int = 0, price_per_rpu_hour: float = 0.375, billing_minimum_s: float = 60.0) -> None: ...
+    @property
+    def policy(self) -> str: ...
+    def route(self, query_id: int, template: int, instance: int, arrival: float, slo: float) -> int:
+        """Route a query arriving at ``arrival`` (s, non-decreasing); returns the cluster id."""
+    def complete(self, query_id: int, now: float, timed_out: bool = False) -> None:
+        """A routed query finished at ``now``."""
+    def add_cluster(self, size: int, ready_at: float | None = None) -> int:
+        """Add a cluster (taking queries from ``ready_at``); returns its id."""
+    def remove_cluster(self, cluster: int) -> None:
+        """Stop routing to a cluster."""
+    def clusters(self) -> list[tuple[int, int, int]]:
+        """(id, size, running queries) of the usable clusters."""
+
+def simulate(
+    workload: pa.Table,
+    clusters: Sequence[int],
+    predictor: Predictor,
+    routing: str = "autoslo",
+    seed: int = 0,
+    timeout_s: float | None = 3600.0,
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    schedule: Sequence[tuple[float, str, int]] | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """The Workload Simulator: completions from the predictor; returns (trace, clusters) tables."""

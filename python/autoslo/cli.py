@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from autoslo import _core
 from autoslo.emulation import calibrate, emulate
+from autoslo.reproduce import ROUTER_POLICIES
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
 
@@ -172,7 +173,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kappa", type=float, default=4.0, help="SLO multiplier κ (default 4)")
     p.add_argument("--json", action="store_true", help="print rows as JSON")
     p.set_defaults(func=cmd_demo)
+
+    from autoslo.predictor.cli import register as register_predictor
+
+    register_predictor(sub)
+
+    p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
+    rs = p.add_subparsers(dest="experiment", required=True)
+    r = rs.add_parser("router", help="Table 2: round robin vs Stage + cost vs AutoSLO routing")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--queries", type=int, help="truncate each workload to this many queries (quick runs)")
+    r.add_argument("--policies", nargs="+", default=list(ROUTER_POLICIES), choices=_core.ROUTING_POLICIES)
+    r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_reproduce_router)
     return parser
+
+
+def cmd_reproduce_router(args: argparse.Namespace) -> int:
+    from autoslo.predictor import load
+    from autoslo.reproduce import reproduce_router
+
+    pred = load(args.model) if any(p != "round-robin" for p in args.policies) else None
+    out = reproduce_router(seed=args.seed, policies=args.policies, queries=args.queries, predictor=pred)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    rows = [{**r, "clusters": "+".join(map(str, r["clusters"]))} for r in out["rows"]]
+    print(_fmt_table(rows, ["rate", "kappa", "clusters", "policy", "violation_rate", "cost", "timeouts"]))
+    for p, s in out["mean_change_vs_round_robin"].items():
+        paper = s["paper"]
+        ref = f"  (paper: {paper['mean_violation_rate_change']:+.1%} / {paper['mean_cost_change']:+.1%})" if paper else ""
+        print(f"{p}: mean violation-rate change {s['mean_violation_rate_change']:+.1%}, cost {s['mean_cost_change']:+.1%} vs round robin{ref}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -181,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except _core.AutoSloCoreError as e:
+        print(f"autoslo: error: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as e:
         print(f"autoslo: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

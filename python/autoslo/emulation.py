@@ -79,6 +79,48 @@ class EmulationResult:
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
 
 
+#: Routing policies that consult the latency predictor.
+NEEDS_PREDICTOR = ("autoslo", "stage-cost", "least-work")
+
+
+def simulate(
+    workload: pa.Table,
+    clusters: Sequence[int],
+    *,
+    routing: str = "autoslo",
+    predictor: _core.Predictor | None = None,
+    seed: int = 0,
+    timeout_s: float | None = 3600.0,
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    schedule: Sequence[tuple[float, str, int]] | None = None,
+) -> EmulationResult:
+    """Replay ``workload`` in the Workload Simulator (§3): completions come from the predictor.
+
+    Same inputs and result as :func:`emulate`; it is what the autoscaler and policy tuner branch.
+    """
+    if predictor is None:
+        from autoslo.predictor import load
+
+        predictor = load()
+    trace, cluster_table = _core.simulate(
+        workload,
+        list(clusters),
+        predictor,
+        routing=routing,
+        seed=seed,
+        timeout_s=timeout_s,
+        spinup_s=spinup_s,
+        teardown_s=teardown_s,
+        price_per_rpu_hour=price_per_rpu_hour,
+        billing_minimum_s=billing_minimum_s,
+        schedule=list(schedule) if schedule else None,
+    )
+    return EmulationResult(trace=trace, clusters=cluster_table)
+
+
 def emulate(
     workload: pa.Table,
     clusters: Sequence[int],
@@ -97,13 +139,19 @@ def emulate(
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
     progress: bool = False,
+    predictor: _core.Predictor | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
-    ``schedule`` lists ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)``
+    ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``; ``autoslo``, ``stage-cost`` and
+    ``least-work`` use ``predictor`` (default: the bundled Iconq+ model). ``schedule`` lists ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)``
     actions carried out through the control-plane interface. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
+    if predictor is None and routing in NEEDS_PREDICTOR:
+        from autoslo.predictor import load
+
+        predictor = load()
     callback = None
     bar = None
     if progress:
@@ -132,6 +180,7 @@ def emulate(
             billing_minimum_s=billing_minimum_s,
             schedule=list(schedule) if schedule else None,
             progress=callback,
+            predictor=predictor,
         )
     finally:
         if bar is not None:

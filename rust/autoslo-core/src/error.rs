@@ -41,6 +41,9 @@ pub enum AutoSloError {
     /// The caller asked a long computation to stop (e.g. Ctrl-C).
     #[error("interrupted")]
     Interrupted,
+    /// A predictor model (Stage or Iconq+) is missing, corrupt, or of another version.
+    #[error("model {path}: {problem}")]
+    Model { path: String, problem: String },
     /// Bundled or user data could not be parsed.
     #[error("cannot parse {source_name} line {line}: {problem}")]
     Parse { source_name: String, line: usize, problem: String },
@@ -50,6 +53,9 @@ pub enum AutoSloError {
 pub type Result<T> = std::result::Result<T, AutoSloError>;
 
 impl AutoSloError {
+    pub(crate) fn model(path: impl std::fmt::Display, problem: impl Into<String>) -> Self {
+        Self::Model { path: path.to_string(), problem: problem.into() }
+    }
     pub(crate) fn out_of_range(what: impl Into<String>, expected: impl Into<String>, got: impl ToString) -> Self {
         Self::OutOfRange { what: what.into(), expected: expected.into(), got: got.to_string() }
     }

@@ -10,7 +10,10 @@
 //!   shared by the emulator, the Workload Simulator and the live router;
 //! - [`emulator`]: the seeded discrete-event warehouse model, the ground truth of every experiment;
 //! - [`trace`]: execution traces and their summaries (fleet-wide and per tenant × class);
-//! - [`calibration`]: the emulator held against the real concurrency measurements.
+//! - [`calibration`]: the emulator held against the real concurrency measurements;
+//! - [`predictor`]: the Latency Predictor (Stage and Iconq+, incremental per cluster);
+//! - [`router`]: the Query Router (Algorithm 1) and the routing baselines;
+//! - [`simulator`]: the Workload Simulator, whose completions come from the predictor.
 
 pub mod billing;
 pub mod calibration;
@@ -18,8 +21,11 @@ pub mod catalog;
 pub mod cluster;
 pub mod control;
 pub mod emulator;
+pub mod predictor;
+pub mod router;
 pub mod error;
 pub mod rng;
+pub mod simulator;
 pub mod slo;
 pub mod stats;
 pub mod trace;

@@ -45,7 +45,7 @@ pub fn workload_table(w: &Workload) -> PyResult<PyTable> {
 }
 
 /// One column, all chunks concatenated and cast to `to`; `None` if absent. Nulls are an error.
-fn column(batches: &[RecordBatch], schema: &Schema, name: &str, to: &DataType) -> PyResult<Option<ArrayRef>> {
+pub(crate) fn column(batches: &[RecordBatch], schema: &Schema, name: &str, to: &DataType) -> PyResult<Option<ArrayRef>> {
     let Ok(idx) = schema.index_of(name) else { return Ok(None) };
     let bad = |problem: String| AutoSloCoreError::new_err(format!("column `{name}`: {problem}"));
     let parts: Vec<ArrayRef> = batches
@@ -60,7 +60,7 @@ fn column(batches: &[RecordBatch], schema: &Schema, name: &str, to: &DataType) -
     Ok(Some(all))
 }
 
-fn need(v: Option<ArrayRef>, name: &str) -> PyResult<ArrayRef> {
+pub(crate) fn need(v: Option<ArrayRef>, name: &str) -> PyResult<ArrayRef> {
     v.ok_or_else(|| AutoSloCoreError::new_err(format!("missing column `{name}`")))
 }
 

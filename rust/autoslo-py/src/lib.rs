@@ -2,14 +2,17 @@
 //! decision lives in the core. Tables cross the boundary as Arrow (pyo3-arrow).
 
 mod convert;
+mod live;
+mod predictor;
 
 use std::collections::BTreeMap;
 
 use autoslo_core::billing::{self, BillingTimer};
 use autoslo_core::calibration;
 use autoslo_core::catalog::{self, QueryText};
-use autoslo_core::control::{self, Action, ScheduledAction, ScheduledScaler, Scaler, StaticScaler};
+use autoslo_core::control::{Action, ScheduledAction, ScheduledScaler, Scaler, StaticScaler};
 use autoslo_core::emulator::{self, ColdStart, EmulatorConfig, Lifecycle};
+use autoslo_core::router;
 use autoslo_core::slo::{ClassRule, SloTable};
 use autoslo_core::workload::{self, RedbenchConfig, Workload};
 use autoslo_core::AutoSloError;
@@ -127,7 +130,7 @@ fn validate_workload(py: Python<'_>, table: PyTable, kappa: Option<f64>, baselin
     workload_out(py, &w)
 }
 
-fn workload_in(table: PyTable, kappa: Option<f64>, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Workload> {
+pub(crate) fn workload_in(table: PyTable, kappa: Option<f64>, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Workload> {
     let cols = convert::workload_columns(table)?;
     let slo = match kappa {
         Some(k) => Some(slo_table(k, baseline, class_kappa, class_slo_s)?),
@@ -136,7 +139,7 @@ fn workload_in(table: PyTable, kappa: Option<f64>, baseline: Option<BTreeMap<u16
     Workload::from_columns(cols, slo.as_ref()).map_err(err)
 }
 
-fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<ScheduledAction>> {
+pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<ScheduledAction>> {
     schedule
         .into_iter()
         .map(|(at, kind, value)| {
@@ -152,7 +155,7 @@ fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<ScheduledAc
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -172,6 +175,7 @@ fn emulate(
     billing_minimum_s: f64,
     schedule: Option<Vec<(f64, String, u32)>>,
     progress: Option<Py<PyAny>>,
+    predictor: Option<Bound<'_, predictor::PyPredictor>>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
     let lifecycle = match lifecycle {
@@ -188,7 +192,7 @@ fn emulate(
         noise,
         ..Default::default()
     };
-    let mut router = control::router_by_name(routing).map_err(err)?;
+    let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), cfg.billing, seed).map_err(err)?;
     let mut scaler: Box<dyn Scaler> = match schedule {
         Some(s) if !s.is_empty() => Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?),
         _ => Box::new(StaticScaler),
@@ -328,7 +332,7 @@ impl PyBillingTimer {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AutoSloCoreError", m.py().get_type::<AutoSloCoreError>())?;
-    m.add("ROUTING_POLICIES", control::ROUTING_POLICIES.to_vec())?;
+    m.add("ROUTING_POLICIES", router::ROUTING_POLICIES.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_table, m)?)?;
@@ -342,5 +346,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(billed_seconds, m)?)?;
     m.add_class::<PyBillingTimer>()?;
+    m.add_function(wrap_pyfunction!(predictor::predictor_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(predictor::stage_estimates, m)?)?;
+    m.add_function(wrap_pyfunction!(predictor::interaction_feature_names, m)?)?;
+    m.add_class::<predictor::PyPredictor>()?;
+    m.add_class::<predictor::PyClusterPredictor>()?;
+    m.add_class::<predictor::PyCounterfactual>()?;
+    m.add_function(wrap_pyfunction!(live::simulate, m)?)?;
+    m.add_class::<live::PyRouter>()?;
     Ok(())
 }

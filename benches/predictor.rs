@@ -1,0 +1,58 @@
+//! Latency Predictor benches: one incremental arrival with N running queries (the paper's Figure 7b
+//! anchor: ≤ 40 ms there, ≤ 1 ms our goal at 300), and the per-call cost of one LSTM step through
+//! libtorch (tch) against the native kernel.
+//!
+//! Uses the bundled Iconq+ model (`python/autoslo/models/iconq_plus`). Run with `make bench`.
+
+use std::path::PathBuf;
+
+use autoslo_core::catalog::QueryText;
+use autoslo_core::predictor::{Backend, Kernel, Predictor, INTERACTION_DIM};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+
+fn model() -> Predictor {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus");
+    Predictor::load(&dir, Backend::Native).expect("bundled model loads (build it with `make models`)")
+}
+
+fn text(i: u64) -> QueryText {
+    QueryText { template: (i * 37 % 99 + 1) as u16, instance: (i % 3 + 1) as u16 }
+}
+
+fn arrival(c: &mut Criterion) {
+    let p = model();
+    let mut g = c.benchmark_group("iconq_plus_arrival");
+    for n in [10usize, 100, 300] {
+        let mut cl = p.cluster(16).unwrap();
+        for i in 0..n as u64 {
+            cl.add_arrival(p.kernel(), p.query(i, text(i), i as f64, 16).unwrap()).unwrap();
+        }
+        let q = p.query(n as u64, text(n as u64), n as f64, 16).unwrap();
+        g.bench_with_input(BenchmarkId::new("native_counterfactual", n), &n, |b, _| b.iter(|| black_box(cl.counterfactual(p.kernel(), q).unwrap())));
+    }
+    g.finish();
+}
+
+fn per_call(c: &mut Criterion) {
+    let p = model();
+    let q = p.query(0, text(0), 0.0, 16).unwrap();
+    let n = p.query(1, text(1), 3.0, 16).unwrap();
+    let mut x = [0f32; INTERACTION_DIM];
+    autoslo_core::predictor::features::interaction(&q, &n, 16, p.features(), &mut x);
+    let st = p.native().before(&[x]).unwrap();
+    let mut g = c.benchmark_group("lstm_step");
+    for (name, k) in [("native", p.native() as &dyn Kernel), ("tch", p.tch() as &dyn Kernel)] {
+        g.bench_function(BenchmarkId::new("after_step", name), |b| {
+            b.iter(|| {
+                let mut s = st.clone();
+                k.after_step(black_box(&x), &mut s).unwrap();
+                s
+            })
+        });
+        g.bench_function(BenchmarkId::new("head", name), |b| b.iter(|| k.head(black_box(&st.h), &st.h, 1.0).unwrap()));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, arrival, per_call);
+criterion_main!(benches);

@@ -1,0 +1,107 @@
+"""The Latency Predictor (§4): Stage + Iconq+, trained in PyTorch, served by the Rust core.
+
+Typical use::
+
+    from autoslo import predictor
+    p = predictor.load()                       # the bundled default Iconq+ model
+    c = p.cluster(16)                          # incremental state of a 16 RPU cluster
+    pred, updated = c.add_arrival(1, 42, 1, 0.0)
+
+Training from scratch (what ``autoslo predictor data/train`` do)::
+
+    traces = predictor.generate_traces(out="traces/")
+    predictor.train_stage(traces.train, "models/mine/stage.json")
+    predictor.train(traces.train, traces.val, "models/mine/stage.json", "models/mine")
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from autoslo import _core
+from autoslo._core import ClusterPredictor, Counterfactual, Predictor
+from autoslo.predictor.data import DataConfig, TraceSet, test_split
+from autoslo.predictor.data import generate as generate_traces
+from autoslo.predictor.data import load as load_traces
+from autoslo.predictor.stage import train_stage
+from autoslo.predictor.config import VARIANTS, TrainConfig, qerror_summary
+
+#: Directory names of the bundled models, by variant.
+BUNDLED = {"iconq+": "iconq_plus", "censored": "censored", "size": "size", "iconq": "iconq"}
+
+__all__ = [
+    "BUNDLED",
+    "ClusterPredictor",
+    "Counterfactual",
+    "DataConfig",
+    "Predictor",
+    "TraceSet",
+    "TrainConfig",
+    "VARIANTS",
+    "bundled_model_dir",
+    "qerror_summary",
+    "evaluate",
+    "generate_traces",
+    "load",
+    "load_traces",
+    "train",
+    "train_stage",
+]
+
+
+def train(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """Train one variant in PyTorch and export it (see :func:`autoslo.predictor.train.train`)."""
+    from autoslo.predictor.train import train as _train
+
+    return _train(*args, **kwargs)
+
+
+def bundled_model_dir(variant: str = "iconq+") -> Path:
+    """Directory of a bundled model (shipped inside the package)."""
+    if variant not in BUNDLED:
+        raise ValueError(f"unknown variant {variant!r}; bundled: {sorted(BUNDLED)}")
+    return Path(str(resources.files("autoslo").joinpath("models", BUNDLED[variant])))
+
+
+def load(path: str | Path | None = None, backend: str = "native") -> Predictor:
+    """Load a model directory (default: the bundled Iconq+), verifying native against libtorch.
+
+    Raises ``AutoSloCoreError`` if the directory is missing, a file is corrupt (digest mismatch),
+    or the model was written by an incompatible version.
+    """
+    return Predictor(str(path if path is not None else bundled_model_dir()), backend)
+
+
+def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None) -> dict:
+    """Q-error p50/p90/p95 of each model on a trace, overall and per cluster size.
+
+    Defaults: the four bundled ablation variants, on the held-out test split of the generated data
+    (regenerated deterministically from the models' data configuration). Only uncensored queries
+    with their full neighbour sets are scored, as in the paper's Figure 7a.
+    """
+    if models is None:
+        models = {v: bundled_model_dir(v) for v in BUNDLED if bundled_model_dir(v).is_dir()}
+        if not models:
+            raise FileNotFoundError("no bundled models found; build them with `make models`")
+    if trace is None:
+        trace = test_split(config or DataConfig())
+    out: dict = {"queries": int(trace.num_rows), "variants": {}}
+    for name, path in models.items():
+        p = load(path)
+        r = p.predict_trace(trace)
+        keep = ~r["censored"]
+        lp, ll, size = r["ln_pred"][keep], r["ln_label"][keep], r["cluster_size"][keep]
+        stage_q = qerror_summary(np.log(r["stage_s"][keep]), ll)
+        out["variants"][name] = {
+            "overall": qerror_summary(lp, ll),
+            "per_rpu": {int(s): qerror_summary(lp[size == s], ll[size == s]) for s in np.unique(size)},
+            "stage_only": stage_q,
+            "censored_excluded": int((~keep).sum()),
+            "native_vs_tch_max_abs_diff": float(p.verified_max_abs_diff),
+            "path": str(path),
+        }
+    return out

@@ -1,0 +1,129 @@
+"""``autoslo predictor …``: generate traces, train, evaluate and bundle the Latency Predictor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from autoslo import predictor as P
+
+
+def _fmt_q(d: dict) -> str:
+    return f"p50 {d['p50']:.3f}  p90 {d['p90']:.3f}  p95 {d['p95']:.3f}  (n={d['n']})"
+
+
+def _config(args: argparse.Namespace) -> P.TrainConfig:
+    keys = ("epochs", "hidden", "embedding", "batch_size", "max_train_samples", "seed", "threads")
+    kw = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    return P.TrainConfig(**kw)
+
+
+def _train_variants(traces: P.TraceSet, out: Path, variants: list[str], base: P.TrainConfig, layout_bundle: bool) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        stage_path = Path(tmp) / "stage.json"
+        stage_report = P.train_stage(traces.train, stage_path, seed=base.seed)
+        print(f"Stage: {stage_report['samples']} isolated runs, leave-template-out Q-error p50 {stage_report['leave_template_out_qerror']['p50']:.2f}", file=sys.stderr)
+        reports = {"stage": stage_report}
+        data_meta = {"data": traces.manifest.get("config", {}), "stage": stage_report}
+        for v in variants:
+            cfg = P.TrainConfig(**{**base.__dict__, "variant": v})
+            target = out / P.BUNDLED[v] if layout_bundle else out
+            reports[v] = P.train(traces.train, traces.val, stage_path, target, cfg, traces.manifest.get("sha256", {}).get("train", ""), data_meta)
+            print(f"{v}: best validation loss {reports[v]['best_val_loss']:.4f} after {reports[v]['epochs']} epochs → {target}", file=sys.stderr)
+    return reports
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    cfg = P.DataConfig(seeds=tuple(args.seeds), sizes=tuple(args.sizes))
+    ts = P.generate_traces(cfg, out=args.out)
+    print(f"wrote {len(ts.manifest['files'])} traces ({ts.train.num_rows} train / {ts.val.num_rows} val / {ts.test.num_rows} test queries) to {args.out}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    traces = P.load_traces(args.traces)
+    variants = list(P.VARIANTS) if args.variant == "all" else [args.variant]
+    reports = _train_variants(traces, Path(args.out), variants, _config(args), layout_bundle=args.variant == "all")
+    if args.json:
+        print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "history"} for k, v in reports.items()}, indent=1))
+    return 0
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else P.bundled_model_dir().parent
+    traces = P.generate_traces(P.DataConfig(), out=None)
+    reports = _train_variants(traces, out, list(P.VARIANTS), _config(args), layout_bundle=True)
+    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "history"} for k, v in reports.items()}, indent=1))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    models = None
+    if args.models:
+        models = {}
+        for m in args.models:
+            meta = json.loads((Path(m) / "meta.json").read_text()) if (Path(m) / "meta.json").is_file() else {}
+            models[meta.get("variant", m) if meta.get("variant") not in models else m] = m
+    if args.trace:
+        trace = pq.read_table(args.trace)
+    elif args.traces:
+        trace = P.load_traces(args.traces).test
+    else:
+        trace = None
+    r = P.evaluate(models, trace)
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return 0
+    print(f"{r['queries']} queries")
+    for name, v in r["variants"].items():
+        print(f"{name:>9}: {_fmt_q(v['overall'])}")
+        for s, q in v["per_rpu"].items():
+            print(f"{'':>9}  {s:>2} RPU: {_fmt_q(q)}")
+        print(f"{'':>9}  Stage alone: {_fmt_q(v['stage_only'])}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("predictor", help="generate traces, train, evaluate the Latency Predictor", description="Latency Predictor: training data, training, evaluation, the bundled models.")
+    ps = p.add_subparsers(dest="predictor_command", required=True)
+
+    d = ps.add_parser("data", help="emulate the paper's training traces to Parquet")
+    d.add_argument("--out", required=True, help="output directory")
+    d.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="seeds; the last two are validation and test")
+    d.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
+    d.set_defaults(func=cmd_data)
+
+    def hyper(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--epochs", type=int)
+        q.add_argument("--hidden", type=int)
+        q.add_argument("--embedding", type=int)
+        q.add_argument("--batch-size", dest="batch_size", type=int)
+        q.add_argument("--max-train-samples", dest="max_train_samples", type=int, help="cap samples per epoch (quick runs)")
+        q.add_argument("--seed", type=int)
+        q.add_argument("--threads", type=int, help="torch CPU threads (default 2)")
+
+    t = ps.add_parser("train", help="train Stage and an Iconq+ variant; export TorchScript + metadata")
+    t.add_argument("--traces", required=True, help="directory written by `autoslo predictor data`")
+    t.add_argument("--out", required=True, help="model directory (for --variant all: one subdirectory per variant)")
+    t.add_argument("--variant", default="iconq+", choices=[*P.VARIANTS, "all"])
+    t.add_argument("--json", action="store_true")
+    hyper(t)
+    t.set_defaults(func=cmd_train)
+
+    e = ps.add_parser("eval", help="Q-error p50/p90/p95 of the ablation variants on held-out traces")
+    e.add_argument("--trace", help="a trace in the emulator's format (Parquet)")
+    e.add_argument("--traces", help="use the test split of this `predictor data` directory")
+    e.add_argument("--models", nargs="+", help="model directories (default: the bundled variants)")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_eval)
+
+    b = ps.add_parser("bundle", help="rebuild the bundled default models (all four variants)")
+    b.add_argument("--out", help="default: the package's models directory")
+    hyper(b)
+    b.set_defaults(func=cmd_bundle)

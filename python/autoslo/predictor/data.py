@@ -1,0 +1,153 @@
+"""Training traces for the Latency Predictor, generated on the emulator as the paper did (§8.3.2).
+
+Per seed and cluster size (4, 8, 16, 32 RPU): BaseWorkload at λ ∈ {0.05, 0.1, 0.2, 0.5, 1.0} and the
+four phased workloads (x queries at λ = 0.05 alternating with 10 at λ_high, x ∈ {40, 15},
+λ_high ∈ {0.2, 0.5}), one-hour per-query timeout. Each run is one Parquet file in the emulator's
+trace format plus the columns ``run``, ``workload`` and ``seed``; ``manifest.json`` lists the files
+and which seeds form the train / validation / test splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
+
+from autoslo.emulation import emulate
+from autoslo.workloads import base_workload, phased_workload
+
+RATES = (0.05, 0.1, 0.2, 0.5, 1.0)
+PHASED = ((40, 0.2), (40, 0.5), (15, 0.2), (15, 0.5))
+SIZES = (4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """What `generate` runs. Seeds are split by position: all but the last two train, then validation, then test."""
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    sizes: tuple[int, ...] = SIZES
+    rates: tuple[float, ...] = RATES
+    phased: tuple[tuple[int, float], ...] = PHASED
+    timeout_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if len(self.seeds) < 3 or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("need at least 3 distinct seeds (train, validation, test)")
+        if not self.sizes or any(s <= 0 for s in self.sizes):
+            raise ValueError("cluster sizes must be positive")
+
+    @property
+    def splits(self) -> dict[str, list[int]]:
+        return {"train": list(self.seeds[:-2]), "val": [self.seeds[-2]], "test": [self.seeds[-1]]}
+
+    def runs(self) -> list[tuple[int, int, str]]:
+        """(seed, size, workload name) of every run, in a fixed order."""
+        names = [f"base_l{r:g}" for r in self.rates] + [f"phased_x{x}_h{h:g}" for x, h in self.phased]
+        return [(s, size, n) for s in self.seeds for size in self.sizes for n in names]
+
+
+@dataclass
+class TraceSet:
+    """Generated traces by split (each a concatenated table) plus the manifest."""
+
+    train: pa.Table
+    val: pa.Table
+    test: pa.Table
+    manifest: dict = field(default_factory=dict)
+
+
+def _workload(name: str, seed: int) -> pa.Table:
+    if name.startswith("base_l"):
+        return base_workload(float(name[len("base_l") :]), seed=seed)
+    x, h = name[len("phased_x") :].split("_h")
+    return phased_workload(int(x), 0.05, float(h), seed=seed)
+
+
+def run_trace(seed: int, size: int, name: str, run: int, timeout_s: float = 3600.0) -> pa.Table:
+    """Emulate one training run and return its trace with `run`, `workload`, `seed` columns."""
+    wseed = seed * 100_000 + zlib.crc32(name.encode()) % 100_000  # stable across processes (unlike hash())
+    t = emulate(_workload(name, wseed), [size], seed=wseed + size, timeout_s=timeout_s).trace
+    n = t.num_rows
+    return (
+        t.append_column("run", pa.array([run] * n, pa.int64()))
+        .append_column("workload", pa.array([name] * n))
+        .append_column("seed", pa.array([seed] * n, pa.int64()))
+    )
+
+
+def generate(config: DataConfig = DataConfig(), out: str | Path | None = None, progress: bool = True) -> TraceSet:
+    """Run every configured workload on the emulator; write Parquet files to `out` if given."""
+    runs = config.runs()
+    by_split: dict[str, list[pa.Table]] = {"train": [], "val": [], "test": []}
+    split_of = {s: k for k, v in config.splits.items() for s in v}
+    files = []
+    outdir = Path(out) if out is not None else None
+    if outdir is not None:
+        outdir.mkdir(parents=True, exist_ok=True)
+    for i, (seed, size, name) in enumerate(tqdm(runs, desc="emulating traces", unit="run", disable=not progress)):
+        t = run_trace(seed, size, name, i, config.timeout_s)
+        by_split[split_of[seed]].append(t)
+        if outdir is not None:
+            rel = f"seed{seed}/rpu{size}_{name}.parquet"
+            (outdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(t, outdir / rel)
+            files.append({"path": rel, "split": split_of[seed], "seed": seed, "rpu": size, "workload": name, "run": i})
+    manifest = {"format": "autoslo-traces", "version": 1, "config": asdict(config), "splits": config.splits, "files": files}
+    tables = {k: pa.concat_tables(v) for k, v in by_split.items()}
+    manifest["sha256"] = {k: table_sha256(v) for k, v in tables.items()}
+    if outdir is not None:
+        (outdir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return TraceSet(tables["train"], tables["val"], tables["test"], manifest)
+
+
+def load(directory: str | Path) -> TraceSet:
+    """Read traces written by `generate` (``autoslo predictor data --out DIR``)."""
+    d = Path(directory)
+    mpath = d / "manifest.json"
+    if not mpath.is_file():
+        raise FileNotFoundError(f"{mpath} not found: generate traces with `autoslo predictor data --out {d}`")
+    manifest = json.loads(mpath.read_text())
+    if manifest.get("format") != "autoslo-traces":
+        raise ValueError(f"{mpath} is not an AutoSLO trace manifest")
+    parts: dict[str, list[pa.Table]] = {"train": [], "val": [], "test": []}
+    for f in manifest["files"]:
+        p = d / f["path"]
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} listed in {mpath} is missing")
+        parts[f["split"]].append(pq.read_table(p))
+    empty = [k for k, v in parts.items() if not v]
+    if empty:
+        raise ValueError(f"{mpath}: no files for split(s) {empty}")
+    return TraceSet(*(pa.concat_tables(parts[k]) for k in ("train", "val", "test")), manifest=manifest)
+
+
+def table_sha256(t: pa.Table) -> str:
+    """Content hash of a trace table (columns the predictor reads, in row order)."""
+    h = hashlib.sha256()
+    for col in ("run", "query_id", "template", "instance", "cluster_id", "cluster_size", "arrival", "end", "censored"):
+        if col in t.column_names:
+            for chunk in t[col].chunks:
+                for buf in chunk.buffers():
+                    if buf is not None:
+                        h.update(buf)
+    return h.hexdigest()
+
+
+def test_split(config: DataConfig = DataConfig(), progress: bool = False) -> pa.Table:
+    """Regenerate only the held-out test split of `config` (deterministic; no files)."""
+    seed = config.splits["test"][0]
+    runs = config.runs()
+    tables = [run_trace(s, size, n, i, config.timeout_s) for i, (s, size, n) in enumerate(runs) if s == seed]
+    return pa.concat_tables(tables)
+
+
+def sizes_in(t: pa.Table) -> Sequence[int]:
+    return sorted(set(t["cluster_size"].to_pylist()))

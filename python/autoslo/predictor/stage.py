@@ -1,0 +1,173 @@
+"""Train Stage (§4.1): the concurrency-unaware estimate, on isolated executions only (§8.3.2).
+
+Training data: the measured isolated runs of the bundled Redshift catalog, plus every trace query
+that ran alone (no other query overlapped it on its cluster). The model is a gradient-boosted tree
+ensemble (xgboost) over the template's plan features, the instance and the size, predicting
+ln(runtime); it is exported to ``stage.json`` (portable trees + the measured-runtime cache) and
+evaluated by the Rust core, which is checked against xgboost here on every export.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from autoslo import _core
+
+FORMAT = "autoslo-stage"
+FORMAT_VERSION = 1
+FEATURE_VERSION = 1
+
+
+def _data_csv(name: str) -> list[dict[str, str]]:
+    with resources.files("autoslo").joinpath("data", name).open() as f:
+        return list(csv.DictReader(f))
+
+
+def plan_feature_table() -> tuple[list[str], dict[int, list[float]]]:
+    """(feature names, template → plan features) from the bundled table."""
+    rows = _data_csv("plan_features.csv")
+    names = [k for k in rows[0] if k != "template"]
+    return names, {int(r["template"]): [float(r[k]) for k in names] for r in rows}
+
+
+def stage_inputs(template: np.ndarray, instance: np.ndarray, rpu: np.ndarray) -> np.ndarray:
+    """Tree inputs, in the order `Stage::inputs` builds them in Rust."""
+    _, plan = plan_feature_table()
+    p = np.array([plan[int(t)] for t in template], dtype=np.float32)
+    extra = np.stack([instance, rpu, np.log2(rpu)], axis=1).astype(np.float32)
+    return np.concatenate([p, extra], axis=1)
+
+
+def isolated_executions(trace: pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(template, instance, rpu, runtime s, is_real) of measured runs and of trace queries that ran alone."""
+    cat = _data_csv("isolated_runtimes.csv")
+    t = [int(r["template"]) for r in cat]
+    i = [int(r["instance"]) for r in cat]
+    s = [int(r["rpu"]) for r in cat]
+    y = [float(r["runtime_s"]) for r in cat]
+    real = [True] * len(cat)
+    if trace is not None and trace.num_rows:
+        d = {c: trace[c].to_numpy(zero_copy_only=False) for c in ("template", "instance", "cluster_size", "arrival", "end", "censored", "cluster_id")}
+        run = trace["run"].to_numpy() if "run" in trace.column_names else np.zeros(trace.num_rows, dtype=np.int64)
+        order = np.lexsort((d["arrival"], d["cluster_id"], run))
+        key = np.stack([run, d["cluster_id"]], 1)[order]
+        a, e = d["arrival"][order], d["end"][order]
+        cens = d["censored"][order]
+        n = len(order)
+        prev_end = -math.inf
+        for k in range(n):
+            if k > 0 and not (key[k] == key[k - 1]).all():
+                prev_end = -math.inf
+            same_next = k + 1 < n and (key[k] == key[k + 1]).all()
+            # Alone: everything earlier on the cluster ended before it arrived, and the next arrival came after it ended.
+            if prev_end <= a[k] and (not same_next or a[k + 1] >= e[k]) and not cens[k]:
+                j = order[k]
+                t.append(int(d["template"][j]))
+                i.append(int(d["instance"][j]))
+                s.append(int(d["cluster_size"][j]))
+                y.append(float(d["end"][j] - d["arrival"][j]))
+                real.append(False)
+            prev_end = max(prev_end, e[k])
+    return np.array(t), np.array(i), np.array(s), np.array(y), np.array(real)
+
+
+def _export_trees(booster) -> list[dict]:  # type: ignore[no-untyped-def]
+    trees = []
+    for dump in booster.get_dump(dump_format="json"):
+        nodes: dict[int, dict] = {}
+
+        def walk(n: dict) -> None:
+            nodes[n["nodeid"]] = n
+            for c in n.get("children", []):
+                walk(c)
+
+        walk(json.loads(dump))
+        ids = sorted(nodes)
+        pos = {nid: k for k, nid in enumerate(ids)}
+        tree: dict[str, list] = {k: [] for k in ("split", "threshold", "left", "right", "default_left", "value")}
+        for nid in ids:
+            n = nodes[nid]
+            if "leaf" in n:
+                tree["split"].append(-1)
+                tree["threshold"].append(0.0)
+                tree["left"].append(0)
+                tree["right"].append(0)
+                tree["default_left"].append(False)
+                tree["value"].append(float(n["leaf"]))
+            else:
+                tree["split"].append(int(str(n["split"]).lstrip("f")))
+                tree["threshold"].append(float(n["split_condition"]))
+                tree["left"].append(pos[n["yes"]])
+                tree["right"].append(pos[n["no"]])
+                tree["default_left"].append(n["missing"] == n["yes"])
+                tree["value"].append(0.0)
+        trees.append(tree)
+    return trees
+
+
+def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estimators: int = 150, max_depth: int = 4) -> dict:
+    """Fit Stage on isolated executions, write ``stage.json`` to `out`, check Rust against xgboost.
+
+    Returns a report: sample counts, leave-template-out Q-error of the tree model, and the largest
+    |Rust − xgboost| difference in ln seconds.
+    """
+    import xgboost as xgb
+
+    t, i, s, y, real = isolated_executions(trace)
+    x = stage_inputs(t, i, s)
+    ly = np.log(y)
+    params = {"max_depth": max_depth, "eta": 0.08, "subsample": 0.8, "seed": seed, "nthread": 2, "objective": "reg:squarederror"}
+
+    def fit(mask: np.ndarray):  # type: ignore[no-untyped-def]
+        return xgb.train(params, xgb.DMatrix(x[mask], label=ly[mask]), num_boost_round=n_estimators)
+
+    # Leave-template-out error on the real measurements: how well it does on templates it has never seen.
+    templates = np.unique(t)
+    qerr = []
+    for f in range(5):
+        held = np.isin(t, templates[templates % 5 == f])
+        test = held & real
+        if test.any():
+            m = fit(~held)
+            qerr.append(np.exp(np.abs(m.predict(xgb.DMatrix(x[test])) - ly[test])))
+    q = np.concatenate(qerr)
+    booster = fit(np.ones(len(ly), dtype=bool))
+    cfg = json.loads(booster.save_config())
+    base = float(str(cfg["learner"]["learner_model_param"]["base_score"]).strip("[]"))
+    names, _ = plan_feature_table()
+    cache: dict[tuple[int, int, int], list[float]] = {}
+    for tt, ii, ss, yy, rr in zip(t, i, s, y, real):
+        if rr:
+            cache.setdefault((int(tt), int(ii), int(ss)), []).append(float(yy))
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "feature_version": FEATURE_VERSION,
+        "features": names + ["instance", "rpu", "log2_rpu"],
+        "base_score": base,
+        "trees": _export_trees(booster),
+        "cache": [[k[0], k[1], k[2], float(np.mean(v)), len(v)] for k, v in sorted(cache.items())],
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, separators=(",", ":")))
+    rust = np.log(_core.stage_estimates(str(out), t.tolist(), i.tolist(), s.tolist(), use_cache=False))
+    diff = float(np.max(np.abs(rust - booster.predict(xgb.DMatrix(x)))))
+    if diff > 1e-4:
+        raise RuntimeError(f"exported Stage disagrees with xgboost by {diff:.2e} in ln seconds")
+    return {
+        "samples": int(len(y)),
+        "measured_runs": int(real.sum()),
+        "trace_isolated_runs": int((~real).sum()),
+        "trees": n_estimators,
+        "cache_entries": len(cache),
+        "leave_template_out_qerror": {"p50": float(np.quantile(q, 0.5)), "p90": float(np.quantile(q, 0.9))},
+        "max_abs_diff_rust_vs_xgboost": diff,
+    }

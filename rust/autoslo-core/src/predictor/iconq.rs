@@ -1,0 +1,480 @@
+//! Iconq+ (§4): the LSTM over interaction feature vectors, and its hand-written f32 kernel.
+//!
+//! The network, exactly as `python/autoslo/predictor/model.py` defines it:
+//!
+//! ```text
+//! z = (x − μ) / σ                        normalisation (training-set statistics)
+//! e = ReLU(W_e z + b_e)                  embedding
+//! (h_b, c_b) = LSTM_before(e_1 … e_k, e_self)          before-neighbours in arrival order, then q
+//! (h_a, c_a) = LSTM_after(e'_1 … e'_m; from (h_b, c_b)) after-neighbours (Iconq+: arrival order)
+//! ln L̂ = ln ℓ̂q + w_2 · ReLU(W_1 [h_b; h_a] + b_1) + b_2
+//! ```
+//!
+//! Because the after-LSTM runs forward in time from cached state, a new arrival updates a running
+//! query's prediction with one step (§4.4). The [`Kernel`] trait is that step interface; the native
+//! kernel here and the libtorch kernel (`torch` feature) implement it over the same parameters.
+
+use std::collections::HashMap;
+
+use super::features::INTERACTION_DIM;
+use crate::error::{AutoSloError, Result};
+
+/// Recurrent state (hidden and cell vectors) of one LSTM sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LstmState {
+    pub h: Vec<f32>,
+    pub c: Vec<f32>,
+}
+
+impl LstmState {
+    pub fn zeros(hidden: usize) -> Self {
+        Self { h: vec![0.0; hidden], c: vec![0.0; hidden] }
+    }
+}
+
+/// The step interface of an Iconq+ implementation.
+pub trait Kernel: Send + Sync {
+    /// LSTM hidden size.
+    fn hidden(&self) -> usize;
+    /// Run the before-LSTM from zero state over `xs` (before-neighbours in order, then the query itself).
+    fn before(&self, xs: &[[f32; INTERACTION_DIM]]) -> Result<LstmState>;
+    /// One after-LSTM step: ingest the interaction vector of a later neighbour.
+    fn after_step(&self, x: &[f32; INTERACTION_DIM], state: &mut LstmState) -> Result<()>;
+    /// ln of the predicted latency from the two hidden states and ln ℓ̂q.
+    fn head(&self, h_before: &[f32], h_after: &[f32], ln_stage: f32) -> Result<f32>;
+    /// A short name for reports ("native", "tch").
+    fn name(&self) -> &'static str;
+}
+
+/// Predict ln latency from whole neighbour sequences (the non-incremental path).
+pub fn predict_sequence(k: &dyn Kernel, before_and_self: &[[f32; INTERACTION_DIM]], after: &[[f32; INTERACTION_DIM]], ln_stage: f32) -> Result<f32> {
+    let hb = k.before(before_and_self)?;
+    let mut st = hb.clone();
+    for x in after {
+        k.after_step(x, &mut st)?;
+    }
+    k.head(&hb.h, &st.h, ln_stage)
+}
+
+/// A named tensor: shape and row-major f32 data.
+pub type NamedTensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
+
+#[derive(Debug, Clone)]
+struct Lstm {
+    /// [input + hidden] × 4·hidden, transposed from PyTorch's (4·hidden × input) and (4·hidden × hidden).
+    w_t: Vec<f32>,
+    /// b_ih + b_hh, gate order i, f, g, o (PyTorch's).
+    b: Vec<f32>,
+}
+
+/// Parameters of an Iconq+ network, read from a trained module, evaluated in plain Rust.
+#[derive(Debug, Clone)]
+pub struct NativeKernel {
+    emb: usize,
+    hidden: usize,
+    head_hidden: usize,
+    mu: Vec<f32>,
+    inv_sigma: Vec<f32>,
+    /// INTERACTION_DIM × emb (transposed).
+    emb_w_t: Vec<f32>,
+    emb_b: Vec<f32>,
+    before: Lstm,
+    after: Lstm,
+    /// 2·hidden × head_hidden (transposed).
+    head1_w_t: Vec<f32>,
+    head1_b: Vec<f32>,
+    head2_w: Vec<f32>,
+    head2_b: f32,
+    /// AVX2 and FMA were detected at run time.
+    fma: bool,
+}
+
+fn detect_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn transpose(rows: usize, cols: usize, w: &[f32]) -> Vec<f32> {
+    let mut t = vec![0f32; w.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = w[r * cols + c];
+        }
+    }
+    t
+}
+
+/// Multiply-add, plain (baseline x86-64 / other targets) or fused (inside the AVX2+FMA entry points).
+trait MulAdd {
+    fn madd(a: f32, b: f32, c: f32) -> f32;
+}
+struct Plain;
+impl MulAdd for Plain {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+#[cfg(target_arch = "x86_64")]
+struct Fused;
+#[cfg(target_arch = "x86_64")]
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+/// `acc += Σ_k v[k] · w_t[k, :]`, skipping zero inputs (post-ReLU embeddings are sparse).
+///
+/// Tiled by 32 outputs so a tile's accumulators stay in registers while all inputs stream by
+/// (otherwise every input would reload and store the whole accumulator).
+#[inline(always)]
+fn axpy_rows<M: MulAdd>(acc: &mut [f32], w_t: &[f32], v: &[f32]) {
+    const T: usize = 32;
+    let n = acc.len();
+    let mut j = 0;
+    while j + T <= n {
+        let mut a = [0f32; T];
+        a.copy_from_slice(&acc[j..j + T]);
+        for (k, &vk) in v.iter().enumerate() {
+            if vk != 0.0 {
+                let row = &w_t[k * n + j..k * n + j + T];
+                for t in 0..T {
+                    a[t] = M::madd(row[t], vk, a[t]);
+                }
+            }
+        }
+        acc[j..j + T].copy_from_slice(&a);
+        j += T;
+    }
+    for (jj, x) in acc.iter_mut().enumerate().skip(j) {
+        for (k, &vk) in v.iter().enumerate() {
+            *x = M::madd(w_t[k * n + jj], vk, *x);
+        }
+    }
+}
+
+/// e^x for f32 without a libm call, so loops over it vectorise: x = n·ln2 + r, |r| ≤ ln2/2,
+/// degree-6 Taylor polynomial for e^r (relative error ≤ 2e-7), 2^n from the exponent bits.
+#[inline(always)]
+fn exp_f32<M: MulAdd>(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23: adding and subtracting it rounds to an integer
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = M::madd(-n, LN2_LO, M::madd(-n, LN2_HI, x));
+    let mut p = 1.0 / 720.0;
+    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = M::madd(p, r, c);
+    }
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[inline(always)]
+fn sigmoid<M: MulAdd>(x: f32) -> f32 {
+    1.0 / (1.0 + exp_f32::<M>(-x))
+}
+
+#[inline(always)]
+fn tanh<M: MulAdd>(x: f32) -> f32 {
+    1.0 - 2.0 / (exp_f32::<M>(2.0 * x) + 1.0)
+}
+
+impl NativeKernel {
+    /// Build the kernel from the module's named parameters (PyTorch names, see the module docs).
+    pub fn from_named(p: &NamedTensors, origin: &str) -> Result<Self> {
+        let get = |name: &str, shape: &[Option<usize>]| -> Result<(Vec<usize>, &[f32])> {
+            let (s, d) = p.get(name).ok_or_else(|| AutoSloError::model(origin, format!("parameter `{name}` missing")))?;
+            let ok = s.len() == shape.len() && s.iter().zip(shape).all(|(a, b)| b.map_or(true, |b| *a == b)) && d.len() == s.iter().product::<usize>();
+            if !ok {
+                return Err(AutoSloError::model(origin, format!("parameter `{name}` has shape {s:?}, expected {shape:?}")));
+            }
+            if d.iter().any(|v| !v.is_finite()) {
+                return Err(AutoSloError::model(origin, format!("parameter `{name}` holds non-finite values")));
+            }
+            Ok((s.clone(), d.as_slice()))
+        };
+        let d = INTERACTION_DIM;
+        let (_, mu) = get("mu", &[Some(d)])?;
+        let (_, sigma) = get("sigma", &[Some(d)])?;
+        if sigma.iter().any(|&s| s <= 0.0) {
+            return Err(AutoSloError::model(origin, "normalisation σ must be positive"));
+        }
+        let (es, emb_w) = get("emb.weight", &[None, Some(d)])?;
+        let emb = es[0];
+        let (_, emb_b) = get("emb.bias", &[Some(emb)])?;
+        let (hs, _) = get("lstm_before.weight_hh_l0", &[None, None])?;
+        let hidden = hs[1];
+        let lstm = |pre: &str| -> Result<Lstm> {
+            let (_, wih) = get(&format!("{pre}.weight_ih_l0"), &[Some(4 * hidden), Some(emb)])?;
+            let (_, whh) = get(&format!("{pre}.weight_hh_l0"), &[Some(4 * hidden), Some(hidden)])?;
+            let (_, bih) = get(&format!("{pre}.bias_ih_l0"), &[Some(4 * hidden)])?;
+            let (_, bhh) = get(&format!("{pre}.bias_hh_l0"), &[Some(4 * hidden)])?;
+            let mut w_t = transpose(4 * hidden, emb, wih);
+            w_t.extend(transpose(4 * hidden, hidden, whh));
+            Ok(Lstm { w_t, b: bih.iter().zip(bhh).map(|(a, b)| a + b).collect() })
+        };
+        let (before, after) = (lstm("lstm_before")?, lstm("lstm_after")?);
+        let (h1s, h1w) = get("head1.weight", &[None, Some(2 * hidden)])?;
+        let head_hidden = h1s[0];
+        let (_, h1b) = get("head1.bias", &[Some(head_hidden)])?;
+        let (_, h2w) = get("head2.weight", &[Some(1), Some(head_hidden)])?;
+        let (_, h2b) = get("head2.bias", &[Some(1)])?;
+        Ok(Self {
+            emb,
+            hidden,
+            head_hidden,
+            mu: mu.to_vec(),
+            inv_sigma: sigma.iter().map(|s| 1.0 / s).collect(),
+            emb_w_t: transpose(emb, d, emb_w),
+            emb_b: emb_b.to_vec(),
+            before,
+            after,
+            head1_w_t: transpose(head_hidden, 2 * hidden, h1w),
+            head1_b: h1b.to_vec(),
+            head2_w: h2w.to_vec(),
+            head2_b: h2b[0],
+            fma: detect_fma(),
+        })
+    }
+
+    /// The same kernel without the AVX2+FMA path (for comparisons).
+    pub fn portable(&self) -> Self {
+        Self { fma: false, ..self.clone() }
+    }
+
+    /// (embedding size, hidden size, head hidden size).
+    pub fn dims(&self) -> (usize, usize, usize) {
+        (self.emb, self.hidden, self.head_hidden)
+    }
+
+    /// Normalise and embed one interaction vector into `e` (length `emb`).
+    #[inline(always)]
+    fn embed<M: MulAdd>(&self, x: &[f32; INTERACTION_DIM], z: &mut [f32; INTERACTION_DIM], e: &mut [f32]) {
+        for k in 0..INTERACTION_DIM {
+            z[k] = (x[k] - self.mu[k]) * self.inv_sigma[k];
+        }
+        e.copy_from_slice(&self.emb_b);
+        axpy_rows::<M>(e, &self.emb_w_t, z);
+        e.iter_mut().for_each(|v| *v = v.max(0.0));
+    }
+
+    /// Embed `x` and take one step of `l` (gate order i, f, g, o).
+    #[inline(always)]
+    fn step<M: MulAdd>(&self, l: &Lstm, x: &[f32; INTERACTION_DIM], st: &mut LstmState, s: &mut Scratch) {
+        let h = self.hidden;
+        self.embed::<M>(x, &mut s.z, &mut s.e);
+        s.gates.copy_from_slice(&l.b);
+        axpy_rows::<M>(&mut s.gates, &l.w_t[..self.emb * 4 * h], &s.e);
+        axpy_rows::<M>(&mut s.gates, &l.w_t[self.emb * 4 * h..], &st.h);
+        // Activations over whole gate blocks (vectorisable), then the state update.
+        let (ifg, o) = s.gates.split_at_mut(3 * h);
+        let (i_f, g) = ifg.split_at_mut(2 * h);
+        i_f.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
+        o.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
+        g.iter_mut().for_each(|v| *v = tanh::<M>(*v));
+        for j in 0..h {
+            st.c[j] = M::madd(i_f[h + j], st.c[j], i_f[j] * g[j]);
+        }
+        for j in 0..h {
+            st.h[j] = o[j] * tanh::<M>(st.c[j]);
+        }
+    }
+
+    #[inline(always)]
+    fn run<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
+        let mut s = Scratch::new(self);
+        for x in xs {
+            self.step::<M>(l, x, st, &mut s);
+        }
+    }
+
+    #[inline(always)]
+    fn head_impl<M: MulAdd>(&self, hb: &[f32], ha: &[f32]) -> f32 {
+        let mut a = self.head1_b.clone();
+        axpy_rows::<M>(&mut a, &self.head1_w_t[..self.hidden * self.head_hidden], hb);
+        axpy_rows::<M>(&mut a, &self.head1_w_t[self.hidden * self.head_hidden..], ha);
+        a.iter().zip(&self.head2_w).fold(self.head2_b, |acc, (v, w)| M::madd(v.max(0.0), *w, acc))
+    }
+
+    /// Run `l` over `xs` from `st`, with AVX2+FMA when the CPU has them.
+    fn run_dispatch(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
+        #[cfg(target_arch = "x86_64")]
+        if self.fma {
+            // SAFETY: `self.fma` is set only when `is_x86_feature_detected!` found both AVX2 and FMA
+            // on this CPU (see `from_named`), which is exactly what `run_fma` is compiled for.
+            unsafe { self.run_fma(l, xs, st) };
+            return;
+        }
+        self.run::<Plain>(l, xs, st);
+    }
+
+    fn head_dispatch(&self, hb: &[f32], ha: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if self.fma {
+            // SAFETY: as in `run_dispatch`: AVX2 and FMA were detected at run time.
+            return unsafe { self.head_fma(hb, ha) };
+        }
+        self.head_impl::<Plain>(hb, ha)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_fma(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
+        self.run::<Fused>(l, xs, st)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn head_fma(&self, hb: &[f32], ha: &[f32]) -> f32 {
+        self.head_impl::<Fused>(hb, ha)
+    }
+
+    /// Whether the AVX2+FMA path is in use.
+    pub fn uses_fma(&self) -> bool {
+        self.fma
+    }
+}
+
+/// Per-call buffers of a step.
+struct Scratch {
+    z: [f32; INTERACTION_DIM],
+    e: Vec<f32>,
+    gates: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(k: &NativeKernel) -> Self {
+        Self { z: [0.0; INTERACTION_DIM], e: vec![0.0; k.emb], gates: vec![0.0; 4 * k.hidden] }
+    }
+}
+
+impl Kernel for NativeKernel {
+    fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    fn before(&self, xs: &[[f32; INTERACTION_DIM]]) -> Result<LstmState> {
+        let mut st = LstmState::zeros(self.hidden);
+        self.run_dispatch(&self.before, xs, &mut st);
+        Ok(st)
+    }
+
+    fn after_step(&self, x: &[f32; INTERACTION_DIM], st: &mut LstmState) -> Result<()> {
+        if st.h.len() != self.hidden || st.c.len() != self.hidden {
+            return Err(AutoSloError::InvalidConfig(format!("LSTM state of size {} for a model of hidden size {}", st.h.len(), self.hidden)));
+        }
+        self.run_dispatch(&self.after, std::slice::from_ref(x), st);
+        Ok(())
+    }
+
+    fn head(&self, hb: &[f32], ha: &[f32], ln_stage: f32) -> Result<f32> {
+        if hb.len() != self.hidden || ha.len() != self.hidden {
+            return Err(AutoSloError::InvalidConfig(format!("hidden states of size {}/{} for a model of hidden size {}", hb.len(), ha.len(), self.hidden)));
+        }
+        Ok(ln_stage + self.head_dispatch(hb, ha))
+    }
+
+    fn name(&self) -> &'static str {
+        "native"
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// Random parameters in PyTorch's layout, for tests that need a kernel without a trained model.
+    pub(crate) fn random_params(emb: usize, hidden: usize, head: usize, seed: u64) -> NamedTensors {
+        let mut r = Rng::new(seed);
+        let mut t = NamedTensors::new();
+        let mut put = |name: &str, shape: Vec<usize>, scale: f64| {
+            let n = shape.iter().product();
+            let d = (0..n).map(|_| ((r.uniform() * 2.0 - 1.0) * scale) as f32).collect();
+            t.insert(name.to_string(), (shape, d));
+        };
+        let d = INTERACTION_DIM;
+        put("mu", vec![d], 1.0);
+        put("emb.weight", vec![emb, d], 0.3);
+        put("emb.bias", vec![emb], 0.1);
+        for pre in ["lstm_before", "lstm_after"] {
+            put(&format!("{pre}.weight_ih_l0"), vec![4 * hidden, emb], 0.3);
+            put(&format!("{pre}.weight_hh_l0"), vec![4 * hidden, hidden], 0.3);
+            put(&format!("{pre}.bias_ih_l0"), vec![4 * hidden], 0.1);
+            put(&format!("{pre}.bias_hh_l0"), vec![4 * hidden], 0.1);
+        }
+        put("head1.weight", vec![head, 2 * hidden], 0.3);
+        put("head1.bias", vec![head], 0.1);
+        put("head2.weight", vec![1, head], 0.3);
+        put("head2.bias", vec![1], 0.1);
+        t.insert("sigma".into(), (vec![d], vec![1.5; d]));
+        t
+    }
+
+    #[test]
+    fn incremental_steps_equal_whole_sequence() {
+        let k = NativeKernel::from_named(&random_params(8, 6, 5, 1), "test").unwrap();
+        let mut r = Rng::new(2);
+        let xs: Vec<[f32; INTERACTION_DIM]> = (0..7).map(|_| std::array::from_fn(|_| r.uniform() as f32)).collect();
+        let whole = predict_sequence(&k, &xs[..3], &xs[3..], 0.5).unwrap();
+        let hb = k.before(&xs[..3]).unwrap();
+        let mut st = hb.clone();
+        for x in &xs[3..] {
+            k.after_step(x, &mut st).unwrap();
+        }
+        assert_eq!(whole, k.head(&hb.h, &st.h, 0.5).unwrap());
+        // No after-neighbours: the after state is the before state.
+        let alone = predict_sequence(&k, &xs[..3], &[], 0.5).unwrap();
+        assert_eq!(alone, k.head(&hb.h, &hb.h, 0.5).unwrap());
+        assert!(whole.is_finite() && whole != alone);
+    }
+
+    #[test]
+    fn fast_exp_is_accurate() {
+        let mut worst = 0f64;
+        let mut x = -80.0f32;
+        while x < 80.0 {
+            let want = (x as f64).exp();
+            worst = worst.max(((exp_f32::<Plain>(x) as f64) - want).abs() / want);
+            x += 0.0137;
+        }
+        assert!(worst < 5e-7, "relative error {worst}");
+        assert_eq!(exp_f32::<Plain>(1e9), exp_f32::<Plain>(88.0));
+        assert!(exp_f32::<Plain>(-1e9) > 0.0);
+        assert!((tanh::<Plain>(0.3) - 0.3f32.tanh()).abs() < 1e-6 && (sigmoid::<Plain>(-2.0) - 0.119_202_92).abs() < 1e-6);
+    }
+
+    #[test]
+    fn simd_and_portable_paths_agree() {
+        let k = NativeKernel::from_named(&random_params(16, 12, 8, 5), "test").unwrap();
+        let p = k.portable();
+        let mut r = Rng::new(4);
+        let xs: Vec<[f32; INTERACTION_DIM]> = (0..200).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect();
+        let a = predict_sequence(&k, &xs[..120], &xs[120..], 0.3).unwrap();
+        let b = predict_sequence(&p, &xs[..120], &xs[120..], 0.3).unwrap();
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+
+    #[test]
+    fn rejects_malformed_parameters() {
+        let mut p = random_params(8, 6, 5, 1);
+        p.remove("head2.bias");
+        assert!(NativeKernel::from_named(&p, "m").unwrap_err().to_string().contains("head2.bias"));
+        let mut p = random_params(8, 6, 5, 1);
+        p.insert("sigma".into(), (vec![INTERACTION_DIM], vec![0.0; INTERACTION_DIM]));
+        assert!(NativeKernel::from_named(&p, "m").is_err());
+        let mut p = random_params(8, 6, 5, 1);
+        p.insert("emb.bias".into(), (vec![3], vec![0.0; 3]));
+        assert!(NativeKernel::from_named(&p, "m").unwrap_err().to_string().contains("shape"));
+    }
+}

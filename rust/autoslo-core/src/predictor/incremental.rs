@@ -1,0 +1,241 @@
+//! Incremental Iconq+ inference per cluster (§4.4).
+//!
+//! A [`ClusterState`] holds, for every running query on one cluster, the before-LSTM's final hidden
+//! state, the after-LSTM's state and the current prediction. A new arrival `q`:
+//! - runs the before-LSTM over the running queries (q's before-neighbours) and q itself: N steps;
+//! - updates every running query with one after-LSTM step on its interaction with q: N steps.
+//!
+//! [`ClusterState::counterfactual`] does this without touching the state (the router asks every
+//! cluster); [`ClusterState::commit`] applies the chosen one; [`ClusterState::add_arrival`] is both.
+//! The whole state is `Clone`, so a simulation can branch it. Memory: 3 × hidden floats per query.
+
+use rayon::prelude::*;
+
+use super::features::{interaction, FeatureOptions, QueryFeatures, INTERACTION_DIM};
+use super::iconq::{Kernel, LstmState};
+use crate::error::{AutoSloError, Result};
+
+/// Above this many running queries the after-steps run in parallel.
+const PARALLEL_FROM: usize = 48;
+
+/// A running query and its cached model state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningQuery {
+    pub query: QueryFeatures,
+    /// Final hidden state of the before-LSTM (fixed once the query arrived).
+    pub h_before: Vec<f32>,
+    /// After-LSTM state after ingesting every later arrival so far.
+    pub after: LstmState,
+    /// ln of the current latency prediction (s).
+    pub ln_pred: f32,
+}
+
+impl RunningQuery {
+    /// Current latency prediction in seconds.
+    pub fn prediction(&self) -> f64 {
+        (self.ln_pred as f64).exp()
+    }
+}
+
+/// The result of adding a query to a cluster, not yet committed.
+#[derive(Debug, Clone)]
+pub struct Counterfactual {
+    generation: u64,
+    /// The new query with its state.
+    pub query: RunningQuery,
+    /// New (after state, ln prediction) of each running query, in the cluster's order.
+    pub updated: Vec<(LstmState, f32)>,
+}
+
+impl Counterfactual {
+    /// Predicted latency (s) of the added query.
+    pub fn prediction(&self) -> f64 {
+        self.query.prediction()
+    }
+    /// Updated predictions (s) of the running queries, in the cluster's order.
+    pub fn updated_predictions(&self) -> impl Iterator<Item = f64> + '_ {
+        self.updated.iter().map(|(_, l)| (*l as f64).exp())
+    }
+}
+
+/// Predictions after an arrival was committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrivalUpdate {
+    /// Predicted latency (s) of the arriving query.
+    pub prediction: f64,
+    /// (query id, updated prediction s) of every other running query.
+    pub updated: Vec<(u64, f64)>,
+}
+
+/// Incremental predictor state of one cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    size: u32,
+    opts: FeatureOptions,
+    running: Vec<RunningQuery>,
+    generation: u64,
+}
+
+impl ClusterState {
+    /// An idle cluster of `size` RPU.
+    pub fn new(size: u32, opts: FeatureOptions) -> Result<Self> {
+        if size == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", size));
+        }
+        Ok(Self { size, opts, running: Vec::new(), generation: 0 })
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Running queries in arrival order.
+    pub fn running(&self) -> &[RunningQuery] {
+        &self.running
+    }
+
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// Predict `q` on this cluster and update the running queries, without committing.
+    pub fn counterfactual(&self, k: &dyn Kernel, q: QueryFeatures) -> Result<Counterfactual> {
+        if let Some(last) = self.running.last() {
+            if q.arrival < last.query.arrival {
+                return Err(AutoSloError::InvalidConfig(format!(
+                    "query {} (arrival {} s) arrives before running query {} (arrival {} s); add arrivals in time order",
+                    q.id, q.arrival, last.query.id, last.query.arrival
+                )));
+            }
+        }
+        if self.running.iter().any(|r| r.query.id == q.id) {
+            return Err(AutoSloError::InvalidConfig(format!("query {} is already running on this cluster", q.id)));
+        }
+        let (size, opts) = (self.size, self.opts);
+        let before = || -> Result<RunningQuery> {
+            let mut xs = vec![[0f32; INTERACTION_DIM]; self.running.len() + 1];
+            for (x, r) in xs.iter_mut().zip(&self.running) {
+                interaction(&q, &r.query, size, opts, x);
+            }
+            interaction(&q, &q, size, opts, xs.last_mut().expect("non-empty"));
+            let st = k.before(&xs)?;
+            let ln_pred = k.head(&st.h, &st.h, q.f[q.f.len() - 1])?;
+            Ok(RunningQuery { query: q, h_before: st.h.clone(), after: st, ln_pred })
+        };
+        let update = |r: &RunningQuery| -> Result<(LstmState, f32)> {
+            let mut x = [0f32; INTERACTION_DIM];
+            interaction(&r.query, &q, size, opts, &mut x);
+            let mut st = r.after.clone();
+            k.after_step(&x, &mut st)?;
+            let l = k.head(&r.h_before, &st.h, r.query.f[r.query.f.len() - 1])?;
+            Ok((st, l))
+        };
+        let (query, updated) = if self.running.len() >= PARALLEL_FROM {
+            let (a, b) = rayon::join(before, || self.running.par_iter().map(update).collect::<Result<Vec<_>>>());
+            (a?, b?)
+        } else {
+            (before()?, self.running.iter().map(update).collect::<Result<Vec<_>>>()?)
+        };
+        Ok(Counterfactual { generation: self.generation, query, updated })
+    }
+
+    /// Apply a counterfactual computed from this exact state.
+    pub fn commit(&mut self, cf: Counterfactual) -> Result<()> {
+        if cf.generation != self.generation || cf.updated.len() != self.running.len() {
+            return Err(AutoSloError::InvalidConfig("stale counterfactual: the cluster changed since it was computed".into()));
+        }
+        for (r, (st, l)) in self.running.iter_mut().zip(cf.updated) {
+            r.after = st;
+            r.ln_pred = l;
+        }
+        self.running.push(cf.query);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Add an arrival: predict it, update the running queries, commit.
+    pub fn add_arrival(&mut self, k: &dyn Kernel, q: QueryFeatures) -> Result<ArrivalUpdate> {
+        let cf = self.counterfactual(k, q)?;
+        let prediction = cf.prediction();
+        let updated = self.running.iter().zip(cf.updated_predictions()).map(|(r, p)| (r.query.id, p)).collect();
+        self.commit(cf)?;
+        Ok(ArrivalUpdate { prediction, updated })
+    }
+
+    /// A running query finished: drop it (its effect on the others' predictions stays, as it overlapped them).
+    pub fn complete(&mut self, id: u64) -> Result<RunningQuery> {
+        let pos = self.running.iter().position(|r| r.query.id == id).ok_or_else(|| AutoSloError::InvalidAction(format!("query {id} is not running on this cluster")))?;
+        self.generation += 1;
+        Ok(self.running.remove(pos))
+    }
+
+    /// (id, prediction s) of every running query.
+    pub fn predictions(&self) -> impl Iterator<Item = (u64, f64)> + '_ {
+        self.running.iter().map(|r| (r.query.id, r.prediction()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predictor::iconq::tests::random_params;
+    use crate::predictor::iconq::{predict_sequence, NativeKernel};
+
+    fn q(id: u64, t: f64) -> QueryFeatures {
+        QueryFeatures::new(id, (id % 99 + 1) as u16, t, 2.0 + id as f64).unwrap()
+    }
+
+    #[test]
+    fn incremental_equals_recomputation_from_scratch() {
+        let k = NativeKernel::from_named(&random_params(8, 6, 5, 3), "t").unwrap();
+        let opts = FeatureOptions { size_features: true };
+        let mut c = ClusterState::new(16, opts).unwrap();
+        let qs: Vec<_> = (0..60).map(|i| q(i, i as f64 * 0.7)).collect();
+        for x in &qs {
+            c.add_arrival(&k, *x).unwrap();
+        }
+        c.complete(3).unwrap();
+        // Query 10's prediction from scratch: before = 0..10 (all still running when it arrived), after = 11..60.
+        let mut xs = Vec::new();
+        let mut buf = [0f32; INTERACTION_DIM];
+        for n in qs[..10].iter().chain([&qs[10]]) {
+            interaction(&qs[10], n, 16, opts, &mut buf);
+            xs.push(buf);
+        }
+        let after: Vec<_> = qs[11..]
+            .iter()
+            .map(|n| {
+                interaction(&qs[10], n, 16, opts, &mut buf);
+                buf
+            })
+            .collect();
+        let want = predict_sequence(&k, &xs, &after, qs[10].f[qs[10].f.len() - 1]).unwrap();
+        let got = c.running().iter().find(|r| r.query.id == 10).unwrap().ln_pred;
+        assert!((want - got).abs() < 1e-6, "{want} vs {got}");
+        assert_eq!(c.len(), 59);
+    }
+
+    #[test]
+    fn counterfactual_does_not_commit_and_stale_ones_are_refused() {
+        let k = NativeKernel::from_named(&random_params(8, 6, 5, 3), "t").unwrap();
+        let mut c = ClusterState::new(8, FeatureOptions { size_features: true }).unwrap();
+        c.add_arrival(&k, q(1, 0.0)).unwrap();
+        let before: Vec<_> = c.predictions().collect();
+        let cf = c.counterfactual(&k, q(2, 1.0)).unwrap();
+        assert_eq!(c.predictions().collect::<Vec<_>>(), before);
+        let snapshot = c.clone();
+        c.complete(1).unwrap();
+        assert!(c.commit(cf.clone()).is_err());
+        let mut s = snapshot;
+        s.commit(cf).unwrap();
+        assert_eq!(s.len(), 2);
+        assert!(s.counterfactual(&k, q(0, 0.5)).is_err(), "out-of-order arrival");
+        assert!(s.counterfactual(&k, q(2, 3.0)).is_err(), "duplicate id");
+        assert!(s.complete(42).is_err());
+        assert!(ClusterState::new(0, FeatureOptions { size_features: true }).is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! Stage: the concurrency-unaware latency estimate ℓ̂ of a query on a cluster size (§4.1, [57]).
+//!
+//! Two tiers, as Stage has them: a cache of measured isolated runtimes per (template, instance,
+//! size), and for everything else a gradient-boosted tree ensemble over the query's plan features
+//! and the size, trained in Python (xgboost) on isolated executions only and exported to the portable
+//! JSON read here. Evaluation is a plain tree walk: no Python on the hot path.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::features::{plan_features, FEATURE_VERSION, PLAN_DIM};
+use crate::catalog::QueryText;
+use crate::error::{AutoSloError, Result};
+
+/// Format tag and version of `stage.json`.
+pub const STAGE_FORMAT: &str = "autoslo-stage";
+pub const STAGE_FORMAT_VERSION: u32 = 1;
+/// Inputs of the tree model: plan features, instance, size, log2 size.
+pub const STAGE_DIM: usize = PLAN_DIM + 3;
+
+#[derive(Debug, Deserialize)]
+struct TreeJson {
+    split: Vec<i32>,
+    threshold: Vec<f32>,
+    left: Vec<u32>,
+    right: Vec<u32>,
+    default_left: Vec<bool>,
+    value: Vec<f32>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StageJson {
+    format: String,
+    format_version: u32,
+    feature_version: u32,
+    features: Vec<String>,
+    base_score: f32,
+    trees: Vec<TreeJson>,
+    /// (template, instance, rpu, mean isolated runtime s, runs)
+    cache: Vec<(u16, u16, u32, f64, u32)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    /// Feature index, or -1 for a leaf.
+    split: i32,
+    threshold: f32,
+    left: u32,
+    right: u32,
+    default_left: bool,
+    value: f32,
+}
+
+/// A Stage model: measured cache plus tree ensemble predicting ln(isolated runtime).
+#[derive(Debug, Clone)]
+pub struct Stage {
+    base_score: f32,
+    trees: Vec<Vec<Node>>,
+    cache: BTreeMap<(u16, u16, u32), f64>,
+}
+
+impl Stage {
+    /// Load `stage.json` from a file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| AutoSloError::model(path.display(), format!("cannot read: {e}")))?;
+        Self::from_json(&text, &path.display().to_string())
+    }
+
+    /// Parse and validate a Stage model (`origin` names it in errors).
+    pub fn from_json(text: &str, origin: &str) -> Result<Self> {
+        let bad = |p: String| AutoSloError::model(origin, p);
+        let j: StageJson = serde_json::from_str(text).map_err(|e| bad(format!("not a Stage model ({e})")))?;
+        if j.format != STAGE_FORMAT {
+            return Err(bad(format!("format `{}`, expected `{STAGE_FORMAT}`", j.format)));
+        }
+        if j.format_version != STAGE_FORMAT_VERSION || j.feature_version != FEATURE_VERSION {
+            return Err(bad(format!(
+                "version {}/features {} but this build reads version {STAGE_FORMAT_VERSION}/features {FEATURE_VERSION}; retrain with `autoslo predictor train`",
+                j.format_version, j.feature_version
+            )));
+        }
+        if j.features.len() != STAGE_DIM {
+            return Err(bad(format!("{} input features, expected {STAGE_DIM}", j.features.len())));
+        }
+        let mut trees = Vec::with_capacity(j.trees.len());
+        for (ti, t) in j.trees.iter().enumerate() {
+            let n = t.split.len();
+            if n == 0 || [t.threshold.len(), t.left.len(), t.right.len(), t.default_left.len(), t.value.len()].iter().any(|&l| l != n) {
+                return Err(bad(format!("tree {ti}: node arrays are empty or of different lengths")));
+            }
+            let mut nodes = Vec::with_capacity(n);
+            for k in 0..n {
+                let node = Node { split: t.split[k], threshold: t.threshold[k], left: t.left[k], right: t.right[k], default_left: t.default_left[k], value: t.value[k] };
+                if node.split >= 0 {
+                    // Children strictly after their parent: every walk terminates.
+                    let ok = (node.split as usize) < STAGE_DIM
+                        && (node.left as usize) < n
+                        && (node.right as usize) < n
+                        && node.left as usize > k
+                        && node.right as usize > k;
+                    if !ok {
+                        return Err(bad(format!("tree {ti} node {k}: bad feature index or child")));
+                    }
+                } else if !node.value.is_finite() {
+                    return Err(bad(format!("tree {ti} node {k}: leaf value is not finite")));
+                }
+                nodes.push(node);
+            }
+            trees.push(nodes);
+        }
+        let mut cache = BTreeMap::new();
+        for &(t, i, rpu, mean, _) in &j.cache {
+            if !(mean > 0.0 && mean.is_finite()) || rpu == 0 {
+                return Err(bad(format!("cache entry ({t}, {i}, {rpu}) has runtime {mean}")));
+            }
+            cache.insert((t, i, rpu), mean);
+        }
+        Ok(Self { base_score: j.base_score, trees, cache })
+    }
+
+    /// Tree inputs of a query on `rpu`.
+    pub fn inputs(text: QueryText, rpu: u32) -> Result<[f32; STAGE_DIM]> {
+        let mut x = [0f32; STAGE_DIM];
+        x[..PLAN_DIM].copy_from_slice(plan_features().get(text.template)?);
+        x[PLAN_DIM] = text.instance as f32;
+        x[PLAN_DIM + 1] = rpu as f32;
+        x[PLAN_DIM + 2] = (rpu as f32).log2();
+        Ok(x)
+    }
+
+    /// The tree ensemble's estimate (s), ignoring the cache.
+    pub fn model_estimate(&self, text: QueryText, rpu: u32) -> Result<f64> {
+        if rpu == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", rpu));
+        }
+        let x = Self::inputs(text, rpu)?;
+        let mut y = self.base_score;
+        for t in &self.trees {
+            let mut k = 0usize;
+            loop {
+                let n = &t[k];
+                if n.split < 0 {
+                    y += n.value;
+                    break;
+                }
+                let v = x[n.split as usize];
+                k = if v.is_nan() {
+                    if n.default_left { n.left } else { n.right }
+                } else if v < n.threshold {
+                    n.left
+                } else {
+                    n.right
+                } as usize;
+            }
+        }
+        Ok((y as f64).exp())
+    }
+
+    /// ℓ̂: the measured mean if the (template, instance, size) was measured, else the tree estimate.
+    pub fn estimate(&self, text: QueryText, rpu: u32) -> Result<f64> {
+        match self.cache.get(&(text.template, text.instance, rpu)) {
+            Some(&m) => Ok(m),
+            None => self.model_estimate(text, rpu),
+        }
+    }
+
+    /// Whether the cache holds a measurement for this query and size.
+    pub fn is_cached(&self, text: QueryText, rpu: u32) -> bool {
+        self.cache.contains_key(&(text.template, text.instance, rpu))
+    }
+
+    pub fn num_trees(&self) -> usize {
+        self.trees.len()
+    }
+
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(cache: &str) -> String {
+        let names: Vec<String> = (0..STAGE_DIM).map(|i| format!("\"f{i}\"")).collect();
+        format!(
+            r#"{{"format":"autoslo-stage","format_version":1,"feature_version":{FEATURE_VERSION},"features":[{}],"base_score":1.0,
+            "trees":[{{"split":[{},-1,-1],"threshold":[8.0,0,0],"left":[1,0,0],"right":[2,0,0],"default_left":[true,false,false],"value":[0,-0.5,0.5]}}],
+            "cache":[{cache}]}}"#,
+            names.join(","),
+            PLAN_DIM + 1
+        )
+    }
+
+    #[test]
+    fn walks_trees_and_prefers_the_cache() {
+        let s = Stage::from_json(&tiny("[1,1,4,42.0,2]"), "test").unwrap();
+        let t = QueryText { template: 1, instance: 1 };
+        assert!((s.model_estimate(t, 4).unwrap() - 0.5f64.exp()).abs() < 1e-6);
+        assert!((s.model_estimate(t, 16).unwrap() - 1.5f64.exp()).abs() < 1e-5);
+        assert_eq!(s.estimate(t, 4).unwrap(), 42.0);
+        assert!(s.is_cached(t, 4) && !s.is_cached(t, 8));
+        assert!(s.estimate(t, 0).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_models() {
+        assert!(Stage::from_json("{}", "x").is_err());
+        assert!(Stage::from_json(&tiny("[1,1,4,-1.0,2]"), "x").is_err());
+        let cyclic = tiny("").replace("\"left\":[1,0,0]", "\"left\":[0,0,0]");
+        assert!(Stage::from_json(&cyclic, "x").unwrap_err().to_string().contains("bad feature index or child"));
+        let old = tiny("").replace("\"format_version\":1", "\"format_version\":9");
+        assert!(Stage::from_json(&old, "x").unwrap_err().to_string().contains("retrain"));
+    }
+}

@@ -1,0 +1,360 @@
+//! The Query Router (§5, Algorithm 1 `Route`) and the routing baselines it is compared with.
+//!
+//! - [`AutoSloRouter`] (`autoslo`): Iconq+ counterfactuals on every active cluster in one pass,
+//!   the monotonicity guard, then the lexicographic argmin of (Δ SLO violations, Δ cost until drained).
+//! - [`StageCostRouter`] (`stage-cost`): concurrency-unaware Stage estimates; among clusters where
+//!   the query meets its SLO, the one with the smallest Δ cost; if none, the fastest.
+//! - [`LeastWorkRouter`] (`least-work`): least predicted outstanding work normalised by size (the
+//!   load-balancing chapter), with two random choices when there are many clusters.
+//! - `round-robin` ([`crate::control::RoundRobin`]).
+//!
+//! Every router tracks the queries it placed through the control-plane events (completions), so the
+//! same object runs in the emulator, the Workload Simulator and live.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
+use crate::control::{Event, RoundRobin, Router};
+use crate::error::{AutoSloError, Result};
+use crate::predictor::{ClusterState, Counterfactual, Predictor};
+use crate::rng::Rng;
+use crate::workload::Query;
+
+/// Routing policies selectable by name.
+pub const ROUTING_POLICIES: [&str; 4] = ["autoslo", "stage-cost", "round-robin", "least-work"];
+/// Above this many candidate clusters, least-work samples two of them (power of two choices).
+pub const TWO_CHOICES_ABOVE: usize = 4;
+
+/// A router by name. `autoslo`, `stage-cost` and `least-work` need a predictor.
+pub fn router_by_name(name: &str, predictor: Option<&Predictor>, billing: BillingPolicy, seed: u64) -> Result<Box<dyn Router>> {
+    let need = || predictor.cloned().ok_or_else(|| AutoSloError::InvalidConfig(format!("routing policy `{name}` needs a latency predictor")));
+    match name {
+        "round-robin" => Ok(Box::new(RoundRobin::default())),
+        "autoslo" => Ok(Box::new(AutoSloRouter::new(need()?, billing.validated()?))),
+        "stage-cost" => Ok(Box::new(StageCostRouter::new(need()?, billing.validated()?))),
+        "least-work" => Ok(Box::new(LeastWorkRouter::new(need()?, seed))),
+        _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: ROUTING_POLICIES.join(", ") }),
+    }
+}
+
+/// Clusters a query may go to: the ready ones, or if none is ready the starting ones.
+pub fn candidates(query: &Query, clusters: &[ClusterInfo]) -> Result<Vec<ClusterInfo>> {
+    let pick = |s: Lifecycle| clusters.iter().filter(|c| c.state == s).copied().collect::<Vec<_>>();
+    let mut c = pick(Lifecycle::Ready);
+    if c.is_empty() {
+        c = pick(Lifecycle::Starting);
+    }
+    if c.is_empty() {
+        return Err(AutoSloError::InvalidAction(format!("no cluster can take query {}: none is ready or starting", query.id)));
+    }
+    Ok(c)
+}
+
+/// A query placed on a cluster, as the router tracks it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placed {
+    pub id: u64,
+    pub arrival: f64,
+    pub slo: f64,
+    /// Current latency prediction (s), after the monotonicity guard.
+    pub prediction: f64,
+}
+
+impl Placed {
+    fn violates(&self) -> bool {
+        self.prediction > self.slo
+    }
+    fn predicted_end(&self) -> f64 {
+        self.arrival + self.prediction
+    }
+}
+
+/// What the router knows of one cluster: its running queries and its billing timer.
+#[derive(Debug, Clone)]
+struct Book {
+    size: u32,
+    queries: Vec<Placed>,
+    timer: BillingTimer,
+    /// Incremental Iconq+ state (autoslo only), in the same order as `queries`.
+    model: Option<ClusterState>,
+}
+
+impl Book {
+    fn new(size: u32, billing: &BillingPolicy, model: Option<ClusterState>) -> Self {
+        Self { size, queries: Vec::new(), timer: BillingTimer::new(billing.minimum_s), model }
+    }
+
+    fn drain_at(&self, now: f64) -> f64 {
+        self.queries.iter().map(Placed::predicted_end).fold(now, f64::max)
+    }
+
+    fn complete(&mut self, id: u64, now: f64) -> Result<()> {
+        if let Some(pos) = self.queries.iter().position(|p| p.id == id) {
+            self.queries.remove(pos);
+            if let Some(m) = self.model.as_mut() {
+                m.complete(id)?;
+            }
+            if self.queries.is_empty() {
+                self.timer.on_idle(now)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Books of all clusters, created when a cluster is first seen and dropped when it is gone.
+#[derive(Debug, Clone, Default)]
+struct Books {
+    books: BTreeMap<ClusterId, Book>,
+}
+
+impl Books {
+    fn observe(&mut self, now: f64, event: &Event<'_>) {
+        match *event {
+            Event::Completion { query, cluster, .. } => {
+                if let Some(b) = self.books.get_mut(&cluster) {
+                    // A completion for a query we do not track (e.g. routed before a restart) is ignored.
+                    let _ = b.complete(query.id, now);
+                }
+            }
+            Event::ClusterGone { cluster } => {
+                self.books.remove(&cluster);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Extra latency of a query sent to a cluster that is still starting.
+fn wait(now: f64, c: &ClusterInfo) -> f64 {
+    if c.state == Lifecycle::Starting {
+        (c.ready_at - now).max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// One cluster's evaluation in Algorithm 1.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub cluster: ClusterId,
+    pub delta_violations: i64,
+    pub delta_cost: f64,
+    /// Predicted latency of the routed query there (s).
+    pub prediction: f64,
+    /// Guarded predictions of the running queries after adding it.
+    guarded: Vec<f64>,
+    cf: Option<Counterfactual>,
+}
+
+/// Lexicographic argmin of (Δ violations, Δ cost); costs within a nano-dollar tie, and ties go to
+/// the earlier candidate (clusters in id order).
+fn argmin(c: &[Candidate]) -> usize {
+    let mut best = 0;
+    for (i, x) in c.iter().enumerate().skip(1) {
+        let b = &c[best];
+        if x.delta_violations < b.delta_violations || (x.delta_violations == b.delta_violations && x.delta_cost < b.delta_cost - 1e-9) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// AutoSLO's Query Router: Algorithm 1 over incremental Iconq+.
+#[derive(Debug, Clone)]
+pub struct AutoSloRouter {
+    predictor: Predictor,
+    billing: BillingPolicy,
+    books: Books,
+    /// The candidates of the last decision (for inspection and tests).
+    pub last: Vec<Candidate>,
+}
+
+impl AutoSloRouter {
+    pub fn new(predictor: Predictor, billing: BillingPolicy) -> Self {
+        Self { predictor, billing, books: Books::default(), last: Vec::new() }
+    }
+
+    fn book(&mut self, c: &ClusterInfo) -> Result<&mut Book> {
+        if !self.books.books.contains_key(&c.id) {
+            let m = self.predictor.cluster(c.size)?;
+            self.books.books.insert(c.id, Book::new(c.size, &self.billing, Some(m)));
+        }
+        Ok(self.books.books.get_mut(&c.id).expect("inserted above"))
+    }
+
+    /// Evaluate routing `query` to each candidate (lines 1–14 of Algorithm 1), without committing.
+    pub fn evaluate(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<Vec<Candidate>> {
+        let cands = candidates(query, clusters)?;
+        for c in &cands {
+            self.book(c)?;
+        }
+        let (p, billing, books) = (&self.predictor, &self.billing, &self.books.books);
+        let eval = |c: &ClusterInfo| -> Result<Candidate> {
+            let b = &books[&c.id];
+            let v_before = b.queries.iter().filter(|q| q.violates()).count() as i64;
+            let k_before = cluster_cost_until_drained(&b.timer, billing, b.size, None, b.drain_at(now))?;
+            let qf = p.query(query.id, query.text, now, b.size)?;
+            let model = b.model.as_ref().expect("autoslo books carry a model");
+            let cf = model.counterfactual(p.kernel(), qf)?;
+            let prediction = cf.prediction() + wait(now, c);
+            // Monotonicity guard (lines 6–8): never lower a prediction, never below the elapsed time.
+            let guarded: Vec<f64> = b.queries.iter().zip(cf.updated_predictions()).map(|(q, after)| after.max(q.prediction).max(now - q.arrival)).collect();
+            let mut v_after = i64::from(prediction > query.slo);
+            let mut drain = now + prediction;
+            for (q, &g) in b.queries.iter().zip(&guarded) {
+                v_after += i64::from(g > q.slo);
+                drain = drain.max(q.arrival + g);
+            }
+            let k_after = cluster_cost_until_drained(&b.timer, billing, b.size, Some(now), drain)?;
+            Ok(Candidate { cluster: c.id, delta_violations: v_after - v_before, delta_cost: k_after - k_before, prediction, guarded, cf: Some(cf) })
+        };
+        let total: usize = cands.iter().map(|c| books[&c.id].queries.len()).sum();
+        if cands.len() > 1 && total >= 64 {
+            cands.par_iter().map(eval).collect()
+        } else {
+            cands.iter().map(eval).collect()
+        }
+    }
+
+    /// Commit a candidate: the cluster's model state, guarded predictions and billing timer.
+    fn commit(&mut self, now: f64, query: &Query, cand: Candidate) -> Result<()> {
+        let b = self.books.books.get_mut(&cand.cluster).ok_or_else(|| AutoSloError::InvalidAction(format!("unknown cluster {}", cand.cluster)))?;
+        if let (Some(m), Some(cf)) = (b.model.as_mut(), cand.cf) {
+            m.commit(cf)?;
+        }
+        for (q, g) in b.queries.iter_mut().zip(&cand.guarded) {
+            q.prediction = *g;
+        }
+        b.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction: cand.prediction });
+        b.timer.on_arrival(now)?;
+        Ok(())
+    }
+
+    /// Running queries per cluster with their current (guarded) predictions.
+    pub fn placed(&self) -> BTreeMap<ClusterId, Vec<Placed>> {
+        self.books.books.iter().map(|(k, b)| (*k, b.queries.clone())).collect()
+    }
+}
+
+impl Router for AutoSloRouter {
+    fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
+        let mut cands = self.evaluate(now, query, clusters)?;
+        let best = argmin(&cands);
+        let chosen = cands[best].clone();
+        let id = chosen.cluster;
+        self.commit(now, query, chosen)?;
+        for c in &mut cands {
+            c.cf = None;
+        }
+        self.last = cands;
+        Ok(id)
+    }
+    fn observe(&mut self, now: f64, event: &Event<'_>) {
+        self.books.observe(now, event);
+    }
+    fn name(&self) -> &str {
+        "autoslo"
+    }
+}
+
+/// Stage + cost-optimal routing: meet the SLO by Stage's isolated estimate, then cheapest.
+#[derive(Debug, Clone)]
+pub struct StageCostRouter {
+    predictor: Predictor,
+    billing: BillingPolicy,
+    books: Books,
+}
+
+impl StageCostRouter {
+    pub fn new(predictor: Predictor, billing: BillingPolicy) -> Self {
+        Self { predictor, billing, books: Books::default() }
+    }
+}
+
+impl Router for StageCostRouter {
+    fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
+        let cands = candidates(query, clusters)?;
+        let mut best: Option<(bool, f64, f64, ClusterId)> = None; // (misses SLO, Δ cost or latency, latency, id)
+        for c in &cands {
+            let book = self.books.books.entry(c.id).or_insert_with(|| Book::new(c.size, &self.billing, None));
+            let est = self.predictor.stage.estimate(query.text, c.size)? + wait(now, c);
+            let before = cluster_cost_until_drained(&book.timer, &self.billing, c.size, None, book.drain_at(now))?;
+            let after = cluster_cost_until_drained(&book.timer, &self.billing, c.size, Some(now), book.drain_at(now).max(now + est))?;
+            let misses = est > query.slo;
+            // Meeting the SLO first; then by Δ cost (or, if nothing meets it, by latency).
+            let key = (misses, if misses { est } else { after - before }, est, c.id);
+            if best.is_none_or(|b| (key.0, key.1, key.3) < (b.0, b.1, b.3)) {
+                best = Some(key);
+            }
+        }
+        let (_, _, est, id) = best.expect("candidates are non-empty");
+        let book = self.books.books.get_mut(&id).expect("created above");
+        book.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction: est });
+        book.timer.on_arrival(now)?;
+        Ok(id)
+    }
+    fn observe(&mut self, now: f64, event: &Event<'_>) {
+        self.books.observe(now, event);
+    }
+    fn name(&self) -> &str {
+        "stage-cost"
+    }
+}
+
+/// Least outstanding work, normalised by cluster size (Stage estimates of the remaining time).
+#[derive(Debug, Clone)]
+pub struct LeastWorkRouter {
+    predictor: Predictor,
+    books: Books,
+    rng: Rng,
+}
+
+impl LeastWorkRouter {
+    pub fn new(predictor: Predictor, seed: u64) -> Self {
+        Self { predictor, books: Books::default(), rng: Rng::new(seed) }
+    }
+}
+
+impl Router for LeastWorkRouter {
+    fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
+        let mut cands = candidates(query, clusters)?;
+        if cands.len() > TWO_CHOICES_ABOVE {
+            let a = self.rng.below(cands.len());
+            let mut b = self.rng.below(cands.len() - 1);
+            if b >= a {
+                b += 1;
+            }
+            cands = vec![cands[a], cands[b]];
+        }
+        let billing = BillingPolicy::default();
+        let mut best: Option<(f64, ClusterId, f64)> = None;
+        for c in &cands {
+            let book = self.books.books.entry(c.id).or_insert_with(|| Book::new(c.size, &billing, None));
+            // Work in RPU·s still to do on the cluster, per RPU: the seconds until it would be idle.
+            let backlog: f64 = book.queries.iter().map(|q| (q.predicted_end() - now).max(0.0) * c.size as f64).sum::<f64>() / c.size as f64;
+            let est = self.predictor.stage.estimate(query.text, c.size)?;
+            let score = backlog + est + wait(now, c);
+            if best.is_none_or(|b| (score, c.id) < (b.0, b.1)) {
+                best = Some((score, c.id, est));
+            }
+        }
+        let (_, id, est) = best.expect("candidates are non-empty");
+        let book = self.books.books.get_mut(&id).expect("created above");
+        book.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction: est });
+        Ok(id)
+    }
+    fn observe(&mut self, now: f64, event: &Event<'_>) {
+        self.books.observe(now, event);
+    }
+    fn name(&self) -> &str {
+        "least-work"
+    }
+}
+
+#[cfg(all(test, feature = "torch"))]
+#[path = "router_tests.rs"]
+mod tests;

@@ -1,0 +1,89 @@
+//! Router and Workload Simulator tests with the bundled model (feature `torch`).
+
+use std::path::PathBuf;
+
+use crate::billing::BillingPolicy;
+use crate::cluster::{ClusterInfo, ClusterState as Lifecycle};
+use crate::control::{Router, StaticScaler};
+use crate::emulator::{emulate, EmulatorConfig};
+use crate::predictor::{Backend, Predictor};
+use crate::router::{router_by_name, AutoSloRouter, ROUTING_POLICIES};
+use crate::simulator::{simulate, SimulatorConfig, WorkloadSimulator};
+use crate::slo::SloTable;
+use crate::workload::{base_workload, Query};
+
+fn model() -> Predictor {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus");
+    Predictor::load(&dir, Backend::Native).unwrap()
+}
+
+fn info(id: u32, size: u32) -> ClusterInfo {
+    ClusterInfo { id, size, state: Lifecycle::Ready, requested_at: 0.0, ready_at: 0.0, running: 0, queued: 0 }
+}
+
+#[test]
+fn every_policy_routes_every_query_exactly_once() {
+    let p = model();
+    let w = base_workload(0.2, 1, &SloTable::paper(2.0).unwrap()).unwrap();
+    for name in ROUTING_POLICIES {
+        let mut r = router_by_name(name, Some(&p), BillingPolicy::default(), 1).unwrap();
+        let t = emulate(&w, &[32, 16], r.as_mut(), &mut StaticScaler, &EmulatorConfig { seed: 1, ..Default::default() }).unwrap();
+        assert_eq!(t.rows.len(), w.len(), "{name}");
+        let mut seen = vec![false; w.len()];
+        for row in &t.rows {
+            assert!(!seen[row.query], "{name}: query {} routed twice", row.query);
+            seen[row.query] = true;
+            assert!(row.cluster < 2);
+        }
+    }
+    assert!(router_by_name("fastest", Some(&p), BillingPolicy::default(), 0).map(|_| ()).unwrap_err().to_string().contains("unknown policy"));
+    assert!(router_by_name("autoslo", None, BillingPolicy::default(), 0).is_err());
+}
+
+#[test]
+fn algorithm1_avoids_the_loaded_cluster_and_guards_predictions() {
+    let p = model();
+    let mut r = AutoSloRouter::new(p, BillingPolicy::default());
+    let q = |id: u64, t: f64, slo: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo };
+    // Load cluster 0 with 20 queries while cluster 1 stays idle (same size).
+    for i in 0..20u64 {
+        assert_eq!(r.route(i as f64 * 0.1, &q(i, i as f64 * 0.1, 1e6), &[info(0, 16)]).unwrap(), 0);
+    }
+    let before: Vec<f64> = r.placed()[&0].iter().map(|x| x.prediction).collect();
+    // A query with a tight SLO: only the idle cluster can meet it.
+    let tight = q(100, 3.0, 30.0);
+    let c = r.route(3.0, &tight, &[info(0, 16), info(1, 16)]).unwrap();
+    assert_eq!(c, 1, "{:?}", r.last.iter().map(|c| (c.cluster, c.delta_violations, c.delta_cost)).collect::<Vec<_>>());
+    // Monotonicity guard: predictions on cluster 0 never decrease and are ≥ elapsed time.
+    r.route(50.0, &q(101, 50.0, 1e6), &[info(0, 16)]).unwrap();
+    let after = &r.placed()[&0];
+    for (b, a) in before.iter().zip(after.iter()) {
+        assert!(a.prediction >= *b && a.prediction >= 50.0 - a.arrival);
+    }
+    assert!(r.route(60.0, &q(102, 60.0, 1.0), &[]).is_err(), "no clusters");
+}
+
+#[test]
+fn simulator_completes_everything_and_forks_identically() {
+    let p = model();
+    let w = base_workload(0.2, 2, &SloTable::paper(2.0).unwrap()).unwrap();
+    let cfg = SimulatorConfig::default();
+    let mut r = AutoSloRouter::new(p.clone(), cfg.billing);
+    let t = simulate(&p, &w, &[16, 16], &mut r, &mut StaticScaler, cfg).unwrap();
+    assert_eq!(t.rows.len(), w.len());
+    let billed: f64 = t.clusters.iter().map(|c| c.cost).sum();
+    let attributed: f64 = t.rows.iter().map(|r| r.cost).sum();
+    assert!((billed - attributed).abs() < 1e-9 * billed.max(1.0));
+    assert!(t.rows.iter().all(|r| r.latency > 0.0));
+
+    // Branch halfway: both branches, continued with equal routers, end identically.
+    let mut r1 = AutoSloRouter::new(p.clone(), cfg.billing);
+    let mut sim = WorkloadSimulator::new(&p, &w, &[16, 16], cfg).unwrap();
+    sim.run_until(w.queries()[150].arrival, &mut r1, &mut StaticScaler).unwrap();
+    let branch = sim.fork();
+    let mut r2 = r1.clone();
+    let a = sim.finish(&mut r1, &mut StaticScaler).unwrap();
+    let b = branch.finish(&mut r2, &mut StaticScaler).unwrap();
+    assert_eq!(a, b);
+    assert!(WorkloadSimulator::new(&p, &w, &[0], cfg).is_err());
+}

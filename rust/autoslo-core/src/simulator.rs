@@ -1,0 +1,319 @@
+//! The Workload Simulator (§3): an event-driven replay whose query completions come from the
+//! Latency Predictor instead of a warehouse model.
+//!
+//! Each simulated cluster keeps an incremental Iconq+ state; an arrival updates every running
+//! query's prediction (monotonicity-guarded, as in the router), and a query completes at
+//! arrival + prediction. Routing and scaling come through the same control-plane interface as the
+//! emulator (`control::Router`, `control::Scaler`), and the result is the same `Trace`. The whole
+//! simulated state is `Clone` ([`WorkloadSimulator::fork`]), so the autoscaler can branch it.
+
+use crate::billing::{BillingPolicy, BillingTimer};
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
+use crate::control::{Action, Event, Router, Scaler};
+use crate::error::{AutoSloError, Result};
+use crate::predictor::{ClusterState, Predictor};
+use crate::trace::{ClusterRecord, Outcome, Trace, TraceRow};
+use crate::workload::Workload;
+
+/// Settings of a simulation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimulatorConfig {
+    pub billing: BillingPolicy,
+    /// Time from a spinup request until the cluster takes queries (s).
+    pub spinup_s: f64,
+    /// Time from a drained teardown until the cluster is gone (s).
+    pub teardown_s: f64,
+    /// Per-query timeout (s); a longer prediction is recorded as a censored timeout.
+    pub timeout_s: Option<f64>,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        Self { billing: BillingPolicy::default(), spinup_s: 300.0, teardown_s: 200.0, timeout_s: Some(3600.0) }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Running {
+    qi: usize,
+    arrival: f64,
+    /// Guarded latency prediction (s), including any wait for the cluster to be ready.
+    prediction: f64,
+    wait: f64,
+}
+
+#[derive(Debug, Clone)]
+struct SimCluster {
+    info: ClusterInfo,
+    model: ClusterState,
+    running: Vec<Running>,
+    timer: BillingTimer,
+    teardown_requested_at: Option<f64>,
+    gone_at: Option<f64>,
+    queries: usize,
+}
+
+impl SimCluster {
+    fn next_completion(&self) -> Option<(f64, usize)> {
+        self.running.iter().enumerate().map(|(k, r)| (r.arrival + r.prediction, k)).min_by(|a, b| a.0.total_cmp(&b.0))
+    }
+}
+
+/// A workload being simulated: everything needed to continue or branch it.
+#[derive(Clone)]
+pub struct WorkloadSimulator<'a> {
+    predictor: &'a Predictor,
+    workload: &'a Workload,
+    cfg: SimulatorConfig,
+    now: f64,
+    next_q: usize,
+    next_tick: Option<f64>,
+    clusters: Vec<SimCluster>,
+    rows: Vec<Option<TraceRow>>,
+    started: bool,
+}
+
+impl<'a> WorkloadSimulator<'a> {
+    /// A simulation of `workload` starting with ready clusters of `initial` sizes.
+    pub fn new(predictor: &'a Predictor, workload: &'a Workload, initial: &[u32], cfg: SimulatorConfig) -> Result<Self> {
+        cfg.billing.validated()?;
+        if !(cfg.spinup_s >= 0.0 && cfg.teardown_s >= 0.0) {
+            return Err(AutoSloError::out_of_range("spinup/teardown time", "≥ 0 s", format!("{}/{}", cfg.spinup_s, cfg.teardown_s)));
+        }
+        let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false };
+        for &size in initial {
+            s.add_cluster(size, 0.0, true)?;
+        }
+        Ok(s)
+    }
+
+    /// An independent copy of the whole simulated state (a branch).
+    pub fn fork(&self) -> Self {
+        self.clone()
+    }
+
+    /// Simulated time.
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    /// Clusters as the control plane sees them.
+    pub fn infos(&self) -> Vec<ClusterInfo> {
+        self.clusters.iter().map(|c| ClusterInfo { running: c.running.len(), queued: 0, ..c.info }).collect()
+    }
+
+    /// Queries that arrived so far.
+    pub fn arrived(&self) -> usize {
+        self.next_q
+    }
+
+    fn add_cluster(&mut self, size: u32, now: f64, initial: bool) -> Result<ClusterId> {
+        let id = self.clusters.len() as ClusterId;
+        let (state, ready_at) = if initial || self.cfg.spinup_s <= 0.0 { (Lifecycle::Ready, now) } else { (Lifecycle::Starting, now + self.cfg.spinup_s) };
+        self.clusters.push(SimCluster {
+            info: ClusterInfo { id, size, state, requested_at: now, ready_at, running: 0, queued: 0 },
+            model: self.predictor.cluster(size)?,
+            running: Vec::new(),
+            timer: BillingTimer::new(self.cfg.billing.minimum_s),
+            teardown_requested_at: None,
+            gone_at: None,
+            queries: 0,
+        });
+        Ok(id)
+    }
+
+    fn apply(&mut self, actions: Vec<Action>, now: f64) -> Result<Vec<Event<'a>>> {
+        let mut events = Vec::new();
+        for a in actions {
+            match a {
+                Action::SpinUp { size } => {
+                    let id = self.add_cluster(size, now, false)?;
+                    if self.clusters[id as usize].info.state == Lifecycle::Ready {
+                        events.push(Event::ClusterReady { cluster: id });
+                    }
+                }
+                Action::TearDown { cluster } => {
+                    let c = self.clusters.get_mut(cluster as usize).ok_or_else(|| AutoSloError::InvalidAction(format!("no cluster {cluster}")))?;
+                    if matches!(c.info.state, Lifecycle::Stopping | Lifecycle::Gone) {
+                        continue;
+                    }
+                    c.info.state = Lifecycle::Stopping;
+                    c.teardown_requested_at = Some(now);
+                    if c.running.is_empty() {
+                        c.gone_at = Some(now + self.cfg.teardown_s);
+                    }
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    /// The time of the next event of any kind, and which.
+    fn next_event(&self) -> Option<(f64, u8, usize)> {
+        let mut best: Option<(f64, u8, usize)> = None;
+        let mut consider = |t: f64, kind: u8, k: usize| {
+            if best.is_none_or(|b| (t, kind) < (b.0, b.1)) {
+                best = Some((t, kind, k));
+            }
+        };
+        for (i, c) in self.clusters.iter().enumerate() {
+            if let Some((t, _)) = c.next_completion() {
+                consider(t, 0, i);
+            }
+            if c.info.state == Lifecycle::Starting {
+                consider(c.info.ready_at, 1, i);
+            }
+            if let (Lifecycle::Stopping, Some(g)) = (c.info.state, c.gone_at) {
+                consider(g, 1, i);
+            }
+        }
+        if let Some(t) = self.next_tick {
+            consider(t, 2, 0);
+        }
+        if self.next_q < self.workload.len() {
+            consider(self.workload.queries()[self.next_q].arrival, 3, self.next_q);
+        }
+        best
+    }
+
+    fn deliver(&mut self, now: f64, ev: Event<'_>, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<()> {
+        router.observe(now, &ev);
+        let infos = self.infos();
+        let actions = scaler.on_event(now, &ev, &infos);
+        let more = self.apply(actions, now)?;
+        for e in more {
+            router.observe(now, &e);
+        }
+        Ok(())
+    }
+
+    /// Process the next event. Returns `false` when the simulation is complete.
+    pub fn step(&mut self, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<bool> {
+        if !self.started {
+            self.started = true;
+            self.next_tick = scaler.tick_interval();
+        }
+        let Some((t, kind, k)) = self.next_event() else { return Ok(false) };
+        let now = t.max(self.now);
+        self.now = now;
+        match kind {
+            0 => {
+                let (_, pos) = self.clusters[k].next_completion().expect("a completion is due");
+                let c = &mut self.clusters[k];
+                let r = c.running.remove(pos);
+                c.model.complete(self.workload.queries()[r.qi].id)?;
+                if c.running.is_empty() {
+                    c.timer.on_idle(now)?;
+                    if c.info.state == Lifecycle::Stopping {
+                        c.gone_at = Some(now + self.cfg.teardown_s);
+                    }
+                }
+                let (latency, outcome, end) = match self.cfg.timeout_s {
+                    Some(to) if r.prediction > to => (to, Outcome::TimedOut, r.arrival + to),
+                    _ => (r.prediction, Outcome::Completed, r.arrival + r.prediction),
+                };
+                let size = c.info.size;
+                let q = &self.workload.queries()[r.qi];
+                let work = self.predictor.stage.estimate(q.text, size)?;
+                self.rows[r.qi] = Some(TraceRow { query: r.qi, cluster: k as ClusterId, cluster_size: size, arrival: r.arrival, start: Some(r.arrival + r.wait), end, latency, outcome, work, cost: 0.0 });
+                let ev = Event::Completion { query: q, cluster: k as ClusterId, latency, censored: outcome == Outcome::TimedOut };
+                self.deliver(now, ev, router, scaler)?;
+            }
+            1 => {
+                let c = &mut self.clusters[k];
+                let ev = if c.info.state == Lifecycle::Starting {
+                    c.info.state = Lifecycle::Ready;
+                    Event::ClusterReady { cluster: k as ClusterId }
+                } else {
+                    c.info.state = Lifecycle::Gone;
+                    Event::ClusterGone { cluster: k as ClusterId }
+                };
+                self.deliver(now, ev, router, scaler)?;
+            }
+            2 => {
+                let infos = self.infos();
+                let actions = scaler.on_event(now, &Event::Tick, &infos);
+                for e in self.apply(actions, now)? {
+                    router.observe(now, &e);
+                }
+                self.next_tick = scaler.tick_interval().map(|d| now + d.max(1e-3));
+            }
+            _ => {
+                let q = &self.workload.queries()[k];
+                self.next_q += 1;
+                self.deliver(now, Event::Arrival { query: q }, router, scaler)?;
+                let infos = self.infos();
+                let cid = router.route(now, q, &infos)?;
+                self.admit(cid, k, now)?;
+            }
+        }
+        Ok(true)
+    }
+
+    fn admit(&mut self, cid: ClusterId, qi: usize, now: f64) -> Result<()> {
+        let q = &self.workload.queries()[qi];
+        let c = self.clusters.get_mut(cid as usize).ok_or_else(|| AutoSloError::InvalidAction(format!("router chose unknown cluster {cid}")))?;
+        if !matches!(c.info.state, Lifecycle::Ready | Lifecycle::Starting) {
+            return Err(AutoSloError::InvalidAction(format!("router sent query {} to cluster {cid}, which is {:?}", q.id, c.info.state)));
+        }
+        let wait = if c.info.state == Lifecycle::Starting { (c.info.ready_at - now).max(0.0) } else { 0.0 };
+        let f = self.predictor.query(q.id, q.text, now, c.info.size)?;
+        let u = c.model.add_arrival(self.predictor.kernel(), f)?;
+        for (r, (_, p)) in c.running.iter_mut().zip(&u.updated) {
+            // Monotonicity guard: a later arrival never makes a running query faster, and it has already run this long.
+            r.prediction = r.prediction.max(*p + r.wait).max(now - r.arrival);
+        }
+        c.running.push(Running { qi, arrival: now, prediction: u.prediction + wait, wait });
+        c.timer.on_arrival(now)?;
+        c.queries += 1;
+        Ok(())
+    }
+
+    /// Run until `until` (exclusive of later events) or the end.
+    pub fn run_until(&mut self, until: f64, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<()> {
+        while let Some((t, _, _)) = self.next_event() {
+            if t > until {
+                break;
+            }
+            self.step(router, scaler)?;
+        }
+        Ok(())
+    }
+
+    /// Run to the end and return the trace (cost attributed by Stage-estimated work).
+    pub fn finish(mut self, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<Trace> {
+        while self.step(router, scaler)? {}
+        let end = self.now;
+        let mut rows: Vec<TraceRow> = self.rows.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| AutoSloError::InvalidConfig("simulation ended with unfinished queries".into()))?;
+        let mut work = vec![0.0; self.clusters.len()];
+        for r in &rows {
+            work[r.cluster as usize] += r.work;
+        }
+        let mut clusters = Vec::new();
+        for c in &self.clusters {
+            let billed = c.timer.billed_seconds_until_drained(end);
+            let cost = self.cfg.billing.cost(c.info.size, billed);
+            clusters.push(ClusterRecord {
+                id: c.info.id,
+                size: c.info.size,
+                requested_at: c.info.requested_at,
+                ready_at: c.info.ready_at,
+                teardown_requested_at: c.teardown_requested_at,
+                gone_at: c.gone_at,
+                billed_seconds: billed,
+                cost,
+                queries: c.queries,
+            });
+        }
+        for r in &mut rows {
+            let w = work[r.cluster as usize];
+            r.cost = if w > 0.0 { clusters[r.cluster as usize].cost * r.work / w } else { 0.0 };
+        }
+        Ok(Trace { rows, clusters })
+    }
+}
+
+/// Simulate a whole workload with the predictor as the warehouse.
+pub fn simulate(predictor: &Predictor, workload: &Workload, initial: &[u32], router: &mut dyn Router, scaler: &mut dyn Scaler, cfg: SimulatorConfig) -> Result<Trace> {
+    WorkloadSimulator::new(predictor, workload, initial, cfg)?.finish(router, scaler)
+}

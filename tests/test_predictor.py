@@ -1,0 +1,177 @@
+"""The Latency Predictor: features, Stage export, dataset, bundled models, incremental API, CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import autoslo
+from autoslo import _core, predictor
+from autoslo.predictor.stage import plan_feature_table
+from autoslo.predictor.train import build_samples
+
+SMALL = predictor.DataConfig(seeds=(0, 1, 2), sizes=(8, 16), rates=(0.1, 0.5), phased=((15, 0.5),))
+
+
+@pytest.fixture(scope="module")
+def small_traces() -> predictor.TraceSet:
+    return predictor.generate_traces(SMALL, progress=False)
+
+
+@pytest.fixture(scope="module")
+def model() -> predictor.Predictor:
+    return predictor.load()
+
+
+def test_plan_features_cover_every_template() -> None:
+    names, table = plan_feature_table()
+    assert len(names) == 34 and sorted(table) == list(range(1, 100))
+    assert _core.interaction_feature_names()[:34] == [f"q.{n}" for n in names]
+    # Real plans differ: no two templates share a feature vector except by coincidence of tiny plans.
+    assert len({tuple(v) for v in table.values()}) > 90
+
+
+def test_stage_export_matches_xgboost_and_prefers_measurements(tmp_path: Path, small_traces: predictor.TraceSet) -> None:
+    rep = predictor.train_stage(small_traces.train, tmp_path / "stage.json", n_estimators=30)
+    assert rep["max_abs_diff_rust_vs_xgboost"] <= 1e-4
+    assert rep["measured_runs"] > 2000 and rep["trace_isolated_runs"] > 0
+    cat = autoslo.catalog_table().to_pylist()[0]
+    got = _core.stage_estimates(str(tmp_path / "stage.json"), [cat["template"]], [cat["instance"]], [cat["rpu"]])
+    assert got[0] == pytest.approx(cat["mean_runtime_s"])
+    # An unmeasured size falls back to the trees, and bigger clusters are predicted faster on average.
+    est = {r: np.mean(_core.stage_estimates(str(tmp_path / "stage.json"), list(range(1, 100)), [1] * 99, [r] * 99, use_cache=False)) for r in (4, 64)}
+    assert est[64] < est[4]
+
+
+def test_dataset_one_full_sample_per_query(small_traces: predictor.TraceSet, model: predictor.Predictor) -> None:
+    stage = Path(model.meta["path"]) / "stage.json"
+    d = _core.predictor_dataset(small_traces.test, str(stage), censored_prob=0.05, seed=3)
+    full = ~d["partial"]
+    assert full.sum() == small_traces.test.num_rows
+    # The before sequence ends with the query itself; partial samples are censored lower bounds.
+    last = d["before_off"] + d["before_len"] - 1
+    assert (d["pair_neighbour"][last] == d["target"]).all()
+    assert d["censored"][d["partial"]].all() and d["partial"].sum() > 0
+    timed_out = small_traces.test["censored"].to_numpy(zero_copy_only=False).sum()
+    assert d["censored"][full].sum() == timed_out
+
+
+def test_bundled_model_loads_verified(model: predictor.Predictor) -> None:
+    assert model.meta["variant"] == "iconq+" and model.meta["size_features"] and model.meta["after_chronological"]
+    assert model.verified_max_abs_diff <= 1e-5
+    assert model.verify(64, seed=9) <= 1e-5
+    for v in predictor.BUNDLED:
+        assert predictor.load(predictor.bundled_model_dir(v)).meta["variant"] == v
+
+
+def test_bad_model_directories_raise_clear_errors(tmp_path: Path) -> None:
+    src = predictor.bundled_model_dir()
+    with pytest.raises(_core.AutoSloCoreError, match="no such model directory"):
+        predictor.load(tmp_path / "missing")
+    bad = tmp_path / "corrupt"
+    shutil.copytree(src, bad)
+    raw = bytearray((bad / "model.pt").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (bad / "model.pt").write_bytes(bytes(raw))
+    with pytest.raises(_core.AutoSloCoreError, match="SHA-256"):
+        predictor.load(bad)
+    old = tmp_path / "old"
+    shutil.copytree(src, old)
+    meta = json.loads((old / "meta.json").read_text())
+    meta["feature_version"] = 99
+    (old / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(_core.AutoSloCoreError, match="retrain"):
+        predictor.load(old)
+    (old / "meta.json").write_text("{not json")
+    with pytest.raises(_core.AutoSloCoreError, match="not an AutoSLO model"):
+        predictor.load(old)
+    with pytest.raises(_core.AutoSloCoreError, match="unknown policy"):
+        predictor.load(src, backend="gpu")
+
+
+def test_incremental_api(model: predictor.Predictor) -> None:
+    c = model.cluster(16)
+    p0, up = c.add_arrival(1, 3, 1, 0.0)
+    assert p0 > 0 and up == []
+    p1, up = c.add_arrival(2, 17, 2, 1.0)
+    assert [i for i, _ in up] == [1]
+    before = dict(c.predictions())
+    cf = c.counterfactual(3, 64, 1, 2.0)
+    assert dict(c.predictions()) == before, "a counterfactual does not commit"
+    branch = c.copy()
+    branch.commit(cf)
+    assert len(branch) == 3 and len(c) == 2
+    assert dict(branch.predictions())[3] == pytest.approx(cf.prediction)
+    c.complete(1)
+    with pytest.raises(_core.AutoSloCoreError, match="stale"):
+        c.commit(cf)
+    with pytest.raises(_core.AutoSloCoreError, match="time order"):
+        branch.add_arrival(4, 5, 1, 0.5)
+    with pytest.raises(_core.AutoSloCoreError, match="not running"):
+        c.complete(42)
+    with pytest.raises(_core.AutoSloCoreError, match="template"):
+        c.add_arrival(9, 150, 1, 3.0)
+    with pytest.raises(_core.AutoSloCoreError):
+        model.cluster(0)
+
+
+def test_tch_backend_serves_the_same_predictions(model: predictor.Predictor) -> None:
+    tch = model.with_backend("tch")
+    assert tch.backend == "tch" and model.backend == "native"
+    a, b = model.cluster(8), tch.cluster(8)
+    for i, (tpl, t) in enumerate([(3, 0.0), (17, 1.0), (64, 1.5), (72, 4.0), (9, 9.0)]):
+        pa_, ua = a.add_arrival(i, tpl, 1, t)
+        pb, ub = b.add_arrival(i, tpl, 1, t)
+        assert abs(np.log(pa_) - np.log(pb)) <= 1e-5
+        assert all(abs(np.log(x) - np.log(y)) <= 1e-5 for (_, x), (_, y) in zip(ua, ub))
+
+
+def test_rust_predictions_equal_pytorch(model: predictor.Predictor, small_traces: predictor.TraceSet) -> None:
+    path = Path(model.meta["path"])
+    s = build_samples(small_traces.test, path / "stage.json", "iconq+", 0.0, 0)
+    ts = torch.jit.load(str(path / "model.pt"))
+    idx = torch.arange(0, len(s), 7)
+    with torch.no_grad():
+        xb, lb, xa, la, ls, _, _ = s.batch(idx)
+        py = ts(xb, lb, xa, la, ls).numpy()
+    rust = model.predict_trace(small_traces.test)["ln_pred"][idx.numpy()]
+    assert np.abs(py - rust).max() <= 1e-5
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autoslo", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_eval_cli_on_a_trace_file(tmp_path: Path, small_traces: predictor.TraceSet) -> None:
+    f = tmp_path / "t.parquet"
+    pq.write_table(small_traces.test, f)
+    r = _cli("predictor", "eval", "--json", "--trace", str(f))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["variants"]) == set(predictor.BUNDLED)
+    v = out["variants"]["iconq+"]
+    assert 1.0 <= v["overall"]["p50"] <= v["overall"]["p90"] <= v["overall"]["p95"]
+    assert set(v["per_rpu"]) == {"8", "16"}
+    r = _cli("predictor", "eval", "--trace", str(tmp_path / "nope.parquet"))
+    assert r.returncode != 0
+
+
+def test_data_and_train_cli_quick(tmp_path: Path) -> None:
+    r = _cli("predictor", "data", "--out", str(tmp_path / "tr"), "--seeds", "0", "1", "2", "--sizes", "8")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "tr" / "manifest.json").read_text())["splits"]["test"] == [2]
+    r = _cli("predictor", "train", "--traces", str(tmp_path / "tr"), "--out", str(tmp_path / "m"), "--epochs", "1", "--hidden", "8", "--embedding", "8", "--max-train-samples", "256", "--json")
+    assert r.returncode == 0, r.stderr
+    p = predictor.load(tmp_path / "m")
+    assert p.meta["hidden"] == 8 and p.verified_max_abs_diff <= 1e-5
+    assert p.meta["training_data_sha256"] == json.loads((tmp_path / "tr" / "manifest.json").read_text())["sha256"]["train"]
+    r = _cli("predictor", "train", "--traces", str(tmp_path / "absent"), "--out", str(tmp_path / "m2"))
+    assert r.returncode == 2 and "not found" in r.stderr

@@ -1,0 +1,102 @@
+"""Query Router (Algorithm 1), routing baselines, the live Router object and the Workload Simulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import autoslo
+from autoslo import _core, predictor
+
+
+@pytest.fixture(scope="module")
+def model() -> predictor.Predictor:
+    return predictor.load()
+
+
+def test_policies_are_selectable_by_name(model: predictor.Predictor) -> None:
+    assert set(_core.ROUTING_POLICIES) == {"autoslo", "stage-cost", "round-robin", "least-work"}
+    wl = autoslo.base_workload(0.2, seed=3, kappa=2).slice(0, 80)
+    for p in _core.ROUTING_POLICIES:
+        r = autoslo.emulate(wl, [32, 16], seed=3, routing=p, predictor=model)
+        ids = r.trace["query_id"].to_pylist()
+        assert sorted(ids) == sorted(wl["query_id"].to_pylist()), p  # every query routed exactly once
+    with pytest.raises(_core.AutoSloCoreError, match="unknown policy"):
+        autoslo.emulate(wl, [16], routing="fastest")
+
+
+def test_live_router(model: predictor.Predictor) -> None:
+    r = autoslo.Router("autoslo", [16, 16], predictor=model)
+    a = r.route(1, 3, 1, 0.0, slo=1e6)
+    b = r.route(2, 17, 1, 1.0, slo=1e6)
+    assert {a, b} <= {0, 1}
+    assert sum(n for _, _, n in r.clusters()) == 2
+    r.complete(1, 5.0)
+    assert sum(n for _, _, n in r.clusters()) == 1
+    with pytest.raises(_core.AutoSloCoreError, match="not running"):
+        r.complete(1, 6.0)
+    assert r.route(3, 5, 1, 0.5, slo=1e6) in (0, 1)  # a late report is taken as arriving now
+    with pytest.raises(_core.AutoSloCoreError, match="already running"):
+        r.route(3, 5, 1, 6.0, slo=1e6)
+    with pytest.raises(_core.AutoSloCoreError, match="SLO"):
+        r.route(3, 5, 1, 7.0, slo=-1.0)
+    new = r.add_cluster(32)
+    assert new == 2 and len(r.clusters()) == 3
+    r.remove_cluster(0)
+    r.remove_cluster(1)
+    with pytest.raises(_core.AutoSloCoreError, match="last cluster"):
+        r.remove_cluster(2)
+    with pytest.raises(_core.AutoSloCoreError, match="at least one cluster"):
+        autoslo.Router("round-robin", [])
+    with pytest.raises(_core.AutoSloCoreError, match="needs a latency predictor"):
+        autoslo.Router("autoslo", [16])
+
+
+def test_live_router_is_thread_safe(model: predictor.Predictor) -> None:
+    r = autoslo.Router("autoslo", [16, 16, 32], predictor=model)
+    t0 = time.monotonic()
+    errors: list[Exception] = []
+    done: list[int] = []
+
+    def worker(base: int) -> None:
+        try:
+            for k in range(40):
+                qid = base + k
+                c = r.route(qid, 1 + qid % 99, 1, time.monotonic() - t0, 100.0)  # concurrent, routing without the GIL
+                assert c in (0, 1, 2)
+                if k % 3 == 0:
+                    r.complete(qid, time.monotonic() - t0)
+                    done.append(qid)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(1000 * i,)) for i in range(4)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert not errors, errors
+    assert sum(n for _, _, n in r.clusters()) == 160 - len(done)
+
+
+def test_simulator_replays_with_predicted_completions(model: predictor.Predictor) -> None:
+    wl = autoslo.base_workload(0.2, seed=5, kappa=2)
+    sim = autoslo.simulate(wl, [16, 16], predictor=model, routing="autoslo")
+    emu = autoslo.emulate(wl, [16, 16], routing="autoslo", predictor=model, seed=5)
+    assert sim.queries == emu.queries == wl.num_rows
+    assert sim.cost > 0 and 0 <= sim.violation_rate <= 1
+    # The simulator is a model of the emulator: its cost lands in the same range.
+    assert 0.5 < sim.cost / emu.cost < 2.0
+
+
+def test_reproduce_router_small() -> None:
+    r = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", "--seed", "1", "--queries", "60", "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["rows"]) == 8 * 3
+    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "autoslo"}
+    assert all(x["queries"] == 60 for x in out["rows"])
+    assert set(out["mean_change_vs_round_robin"]) == {"stage-cost", "autoslo"}
