@@ -40,6 +40,13 @@ pub trait Kernel: Send + Sync {
     fn before(&self, xs: &[[f32; INTERACTION_DIM]]) -> Result<LstmState>;
     /// One after-LSTM step: ingest the interaction vector of a later neighbour.
     fn after_step(&self, x: &[f32; INTERACTION_DIM], state: &mut LstmState) -> Result<()>;
+    /// One after-LSTM step for each (x, state) pair: independent queries, batched where the kernel can.
+    fn after_steps(&self, xs: &[[f32; INTERACTION_DIM]], states: &mut [LstmState]) -> Result<()> {
+        if xs.len() != states.len() {
+            return Err(AutoSloError::InvalidConfig(format!("{} inputs for {} states", xs.len(), states.len())));
+        }
+        xs.iter().zip(states.iter_mut()).try_for_each(|(x, st)| self.after_step(x, st))
+    }
     /// ln of the predicted latency from the two hidden states and ln ℓ̂q.
     fn head(&self, h_before: &[f32], h_after: &[f32], ln_stage: f32) -> Result<f32>;
     /// A short name for reports ("native", "tch").
@@ -276,8 +283,14 @@ impl NativeKernel {
         s.gates.copy_from_slice(&l.b);
         axpy_rows::<M>(&mut s.gates, &l.w_t[..self.emb * 4 * h], &s.e);
         axpy_rows::<M>(&mut s.gates, &l.w_t[self.emb * 4 * h..], &st.h);
-        // Activations over whole gate blocks (vectorisable), then the state update.
-        let (ifg, o) = s.gates.split_at_mut(3 * h);
+        self.activate::<M>(&mut s.gates, st);
+    }
+
+    /// Gate activations over whole blocks (vectorisable), then the state update.
+    #[inline(always)]
+    fn activate<M: MulAdd>(&self, gates: &mut [f32], st: &mut LstmState) {
+        let h = self.hidden;
+        let (ifg, o) = gates.split_at_mut(3 * h);
         let (i_f, g) = ifg.split_at_mut(2 * h);
         i_f.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
         o.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
@@ -288,6 +301,78 @@ impl NativeKernel {
         for j in 0..h {
             st.h[j] = o[j] * tanh::<M>(st.c[j]);
         }
+    }
+
+    /// After-LSTM steps of `BATCH` independent queries, reading each weight row once for all of them.
+    #[inline(always)]
+    fn step_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState], s: &mut Scratch) {
+        const T: usize = 16;
+        let (e, h) = (self.emb, self.hidden);
+        let (k, n) = (e + h, 4 * h);
+        let l = &self.after;
+        s.v.resize(BATCH * k, 0.0);
+        s.gb.resize(BATCH * n, 0.0);
+        for b in 0..BATCH {
+            self.embed::<M>(&xs[b], &mut s.z, &mut s.e);
+            s.v[b * k..b * k + e].copy_from_slice(&s.e);
+            s.v[b * k + e..(b + 1) * k].copy_from_slice(&sts[b].h);
+        }
+        let mut j = 0;
+        while j + T <= n {
+            let mut a = [[0f32; T]; BATCH];
+            for acc in a.iter_mut() {
+                acc.copy_from_slice(&l.b[j..j + T]);
+            }
+            for kk in 0..k {
+                let row = &l.w_t[kk * n + j..kk * n + j + T];
+                for (b, acc) in a.iter_mut().enumerate() {
+                    let vb = s.v[b * k + kk];
+                    for t in 0..T {
+                        acc[t] = M::madd(row[t], vb, acc[t]);
+                    }
+                }
+            }
+            for (b, acc) in a.iter().enumerate() {
+                s.gb[b * n + j..b * n + j + T].copy_from_slice(acc);
+            }
+            j += T;
+        }
+        for jj in j..n {
+            for b in 0..BATCH {
+                s.gb[b * n + jj] = (0..k).fold(l.b[jj], |acc, kk| M::madd(l.w_t[kk * n + jj], s.v[b * k + kk], acc));
+            }
+        }
+        for (b, st) in sts.iter_mut().enumerate().take(BATCH) {
+            self.activate::<M>(&mut s.gb[b * n..(b + 1) * n], st);
+        }
+    }
+
+    #[inline(always)]
+    fn after_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
+        let mut s = Scratch::new(self);
+        let full = xs.len() / BATCH * BATCH;
+        for (xc, sc) in xs[..full].chunks_exact(BATCH).zip(sts[..full].chunks_exact_mut(BATCH)) {
+            self.step_batch::<M>(xc, sc, &mut s);
+        }
+        for (x, st) in xs[full..].iter().zip(&mut sts[full..]) {
+            self.step::<M>(&self.after, x, st, &mut s);
+        }
+    }
+
+    fn after_batch_dispatch(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.fma {
+            // SAFETY: as in `run_dispatch`: AVX2 and FMA were detected at run time.
+            unsafe { self.after_batch_fma(xs, sts) };
+            return;
+        }
+        self.after_batch::<Plain>(xs, sts);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn after_batch_fma(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
+        self.after_batch::<Fused>(xs, sts)
     }
 
     #[inline(always)]
@@ -345,16 +430,22 @@ impl NativeKernel {
     }
 }
 
+/// Queries per batched after-step.
+const BATCH: usize = 4;
+
 /// Per-call buffers of a step.
 struct Scratch {
     z: [f32; INTERACTION_DIM],
     e: Vec<f32>,
     gates: Vec<f32>,
+    /// Batched inputs [e; h] and gates.
+    v: Vec<f32>,
+    gb: Vec<f32>,
 }
 
 impl Scratch {
     fn new(k: &NativeKernel) -> Self {
-        Self { z: [0.0; INTERACTION_DIM], e: vec![0.0; k.emb], gates: vec![0.0; 4 * k.hidden] }
+        Self { z: [0.0; INTERACTION_DIM], e: vec![0.0; k.emb], gates: vec![0.0; 4 * k.hidden], v: Vec::new(), gb: Vec::new() }
     }
 }
 
@@ -374,6 +465,17 @@ impl Kernel for NativeKernel {
             return Err(AutoSloError::InvalidConfig(format!("LSTM state of size {} for a model of hidden size {}", st.h.len(), self.hidden)));
         }
         self.run_dispatch(&self.after, std::slice::from_ref(x), st);
+        Ok(())
+    }
+
+    fn after_steps(&self, xs: &[[f32; INTERACTION_DIM]], states: &mut [LstmState]) -> Result<()> {
+        if xs.len() != states.len() {
+            return Err(AutoSloError::InvalidConfig(format!("{} inputs for {} states", xs.len(), states.len())));
+        }
+        if let Some(st) = states.iter().find(|st| st.h.len() != self.hidden || st.c.len() != self.hidden) {
+            return Err(AutoSloError::InvalidConfig(format!("LSTM state of size {} for a model of hidden size {}", st.h.len(), self.hidden)));
+        }
+        self.after_batch_dispatch(xs, states);
         Ok(())
     }
 
@@ -437,6 +539,26 @@ pub(crate) mod tests {
         let alone = predict_sequence(&k, &xs[..3], &[], 0.5).unwrap();
         assert_eq!(alone, k.head(&hb.h, &hb.h, 0.5).unwrap());
         assert!(whole.is_finite() && whole != alone);
+    }
+
+    #[test]
+    fn batched_after_steps_equal_single_steps() {
+        let k = NativeKernel::from_named(&random_params(16, 12, 8, 6), "test").unwrap();
+        for kern in [k.clone(), k.portable()] {
+            let mut r = Rng::new(8);
+            let xs: Vec<[f32; INTERACTION_DIM]> = (0..11).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect();
+            let base: Vec<LstmState> = (0..11).map(|i| kern.before(&xs[..=i]).unwrap()).collect();
+            let mut batched = base.clone();
+            kern.after_steps(&xs, &mut batched).unwrap();
+            for (i, st) in base.iter().enumerate() {
+                let mut one = st.clone();
+                kern.after_step(&xs[i], &mut one).unwrap();
+                for (a, b) in one.h.iter().zip(&batched[i].h).chain(one.c.iter().zip(&batched[i].c)) {
+                    assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+                }
+            }
+            assert!(kern.after_steps(&xs[..3], &mut batched).is_err());
+        }
     }
 
     #[test]

@@ -17,6 +17,8 @@ use crate::error::{AutoSloError, Result};
 
 /// Above this many running queries the after-steps run in parallel.
 const PARALLEL_FROM: usize = 48;
+/// Running queries per parallel task.
+const CHUNK: usize = 32;
 
 /// A running query and its cached model state.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,19 +128,27 @@ impl ClusterState {
             let ln_pred = k.head(&st.h, &st.h, q.f[q.f.len() - 1])?;
             Ok(RunningQuery { query: q, h_before: st.h.clone(), after: st, ln_pred })
         };
-        let update = |r: &RunningQuery| -> Result<(LstmState, f32)> {
-            let mut x = [0f32; INTERACTION_DIM];
-            interaction(&r.query, &q, size, opts, &mut x);
-            let mut st = r.after.clone();
-            k.after_step(&x, &mut st)?;
-            let l = k.head(&r.h_before, &st.h, r.query.f[r.query.f.len() - 1])?;
-            Ok((st, l))
+        // After-steps of the running queries, batched through the kernel in chunks (parallel when many).
+        let update = |rs: &[RunningQuery]| -> Result<Vec<(LstmState, f32)>> {
+            let mut xs = vec![[0f32; INTERACTION_DIM]; rs.len()];
+            for (x, r) in xs.iter_mut().zip(rs) {
+                interaction(&r.query, &q, size, opts, x);
+            }
+            let mut sts: Vec<LstmState> = rs.iter().map(|r| r.after.clone()).collect();
+            k.after_steps(&xs, &mut sts)?;
+            rs.iter()
+                .zip(sts)
+                .map(|(r, st)| {
+                    let l = k.head(&r.h_before, &st.h, r.query.f[r.query.f.len() - 1])?;
+                    Ok((st, l))
+                })
+                .collect()
         };
         let (query, updated) = if self.running.len() >= PARALLEL_FROM {
-            let (a, b) = rayon::join(before, || self.running.par_iter().map(update).collect::<Result<Vec<_>>>());
-            (a?, b?)
+            let (a, b) = rayon::join(before, || self.running.par_chunks(CHUNK).map(update).collect::<Result<Vec<_>>>());
+            (a?, b?.into_iter().flatten().collect())
         } else {
-            (before()?, self.running.iter().map(update).collect::<Result<Vec<_>>>()?)
+            (before()?, update(&self.running)?)
         };
         Ok(Counterfactual { generation: self.generation, query, updated })
     }
