@@ -66,10 +66,12 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     models = None
     if args.models:
+        # Name each model by its variant; a variant given twice (or no readable meta) is named by its path.
         models = {}
         for m in args.models:
-            meta = json.loads((Path(m) / "meta.json").read_text()) if (Path(m) / "meta.json").is_file() else {}
-            models[meta.get("variant", m) if meta.get("variant") not in models else m] = m
+            meta = Path(m) / "meta.json"
+            variant = json.loads(meta.read_text()).get("variant") if meta.is_file() else None
+            models[variant if variant and variant not in models else m] = m
     if args.trace:
         trace = pq.read_table(args.trace)
     elif args.traces:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -148,6 +147,3 @@ def test_split(config: DataConfig = DataConfig(), progress: bool = False) -> pa.
     tables = [run_trace(s, size, n, i, config.timeout_s) for i, (s, size, n) in enumerate(runs) if s == seed]
     return pa.concat_tables(tables)
 
-
-def sizes_in(t: pa.Table) -> Sequence[int]:
-    return sorted(set(t["cluster_size"].to_pylist()))

@@ -62,28 +62,23 @@ pub struct RoundRobin {
     next: usize,
 }
 
-/// Routing policy names this crate implements now.
-pub const ROUTING_POLICIES: [&str; 1] = ["round-robin"];
-
-/// Build a routing policy by name.
-pub fn router_by_name(name: &str) -> Result<Box<dyn Router>> {
-    match name {
-        "round-robin" => Ok(Box::new(RoundRobin::default())),
-        _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: ROUTING_POLICIES.join(", ") }),
+/// Clusters a query may go to: the ready ones, or if none is ready the starting ones.
+pub fn candidates(query: &Query, clusters: &[ClusterInfo]) -> Result<Vec<ClusterInfo>> {
+    let pick = |s: ClusterState| clusters.iter().filter(|c| c.state == s).copied().collect::<Vec<_>>();
+    let mut c = pick(ClusterState::Ready);
+    if c.is_empty() {
+        c = pick(ClusterState::Starting);
     }
+    if c.is_empty() {
+        return Err(AutoSloError::InvalidAction(format!("no cluster can take query {}: none is ready or starting", query.id)));
+    }
+    Ok(c)
 }
 
 impl Router for RoundRobin {
     fn route(&mut self, _now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
-        let pick = |state: ClusterState| -> Vec<ClusterId> { clusters.iter().filter(|c| c.state == state).map(|c| c.id).collect() };
-        let mut eligible = pick(ClusterState::Ready);
-        if eligible.is_empty() {
-            eligible = pick(ClusterState::Starting);
-        }
-        if eligible.is_empty() {
-            return Err(AutoSloError::InvalidAction(format!("no cluster can take query {}: none is ready or starting", query.id)));
-        }
-        let c = eligible[self.next % eligible.len()];
+        let eligible = candidates(query, clusters)?;
+        let c = eligible[self.next % eligible.len()].id;
         self.next = self.next.wrapping_add(1);
         Ok(c)
     }

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
-use crate::control::{Event, RoundRobin, Router};
+use crate::control::{candidates, Event, RoundRobin, Router};
 use crate::error::{AutoSloError, Result};
 use crate::predictor::{ClusterState, Counterfactual, Predictor};
 use crate::rng::Rng;
@@ -38,19 +38,6 @@ pub fn router_by_name(name: &str, predictor: Option<&Predictor>, billing: Billin
         "least-work" => Ok(Box::new(LeastWorkRouter::new(need()?, seed))),
         _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: ROUTING_POLICIES.join(", ") }),
     }
-}
-
-/// Clusters a query may go to: the ready ones, or if none is ready the starting ones.
-pub fn candidates(query: &Query, clusters: &[ClusterInfo]) -> Result<Vec<ClusterInfo>> {
-    let pick = |s: Lifecycle| clusters.iter().filter(|c| c.state == s).copied().collect::<Vec<_>>();
-    let mut c = pick(Lifecycle::Ready);
-    if c.is_empty() {
-        c = pick(Lifecycle::Starting);
-    }
-    if c.is_empty() {
-        return Err(AutoSloError::InvalidAction(format!("no cluster can take query {}: none is ready or starting", query.id)));
-    }
-    Ok(c)
 }
 
 /// A query placed on a cluster, as the router tracks it.
@@ -220,10 +207,11 @@ impl AutoSloRouter {
         }
     }
 
-    /// Commit a candidate: the cluster's model state, guarded predictions and billing timer.
-    fn commit(&mut self, now: f64, query: &Query, cand: Candidate) -> Result<()> {
+    /// Commit a candidate (taking its counterfactual): the cluster's model state, guarded
+    /// predictions and billing timer.
+    fn commit(&mut self, now: f64, query: &Query, cand: &mut Candidate) -> Result<()> {
         let b = self.books.books.get_mut(&cand.cluster).ok_or_else(|| AutoSloError::InvalidAction(format!("unknown cluster {}", cand.cluster)))?;
-        if let (Some(m), Some(cf)) = (b.model.as_mut(), cand.cf) {
+        if let (Some(m), Some(cf)) = (b.model.as_mut(), cand.cf.take()) {
             m.commit(cf)?;
         }
         for (q, g) in b.queries.iter_mut().zip(&cand.guarded) {
@@ -244,9 +232,8 @@ impl Router for AutoSloRouter {
     fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
         let mut cands = self.evaluate(now, query, clusters)?;
         let best = argmin(&cands);
-        let chosen = cands[best].clone();
-        let id = chosen.cluster;
-        self.commit(now, query, chosen)?;
+        let id = cands[best].cluster;
+        self.commit(now, query, &mut cands[best])?;
         for c in &mut cands {
             c.cf = None;
         }

@@ -12,7 +12,7 @@ use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::predictor::{ClusterState, Predictor};
-use crate::trace::{ClusterRecord, Outcome, Trace, TraceRow};
+use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, Trace, TraceRow};
 use crate::workload::Workload;
 
 /// Settings of a simulation.
@@ -285,10 +285,6 @@ impl<'a> WorkloadSimulator<'a> {
         while self.step(router, scaler)? {}
         let end = self.now;
         let mut rows: Vec<TraceRow> = self.rows.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| AutoSloError::InvalidConfig("simulation ended with unfinished queries".into()))?;
-        let mut work = vec![0.0; self.clusters.len()];
-        for r in &rows {
-            work[r.cluster as usize] += r.work;
-        }
         let mut clusters = Vec::new();
         for c in &self.clusters {
             let billed = c.timer.billed_seconds_until_drained(end);
@@ -305,10 +301,7 @@ impl<'a> WorkloadSimulator<'a> {
                 queries: c.queries,
             });
         }
-        for r in &mut rows {
-            let w = work[r.cluster as usize];
-            r.cost = if w > 0.0 { clusters[r.cluster as usize].cost * r.work / w } else { 0.0 };
-        }
+        attribute_cost_by_work(&mut rows, &clusters);
         Ok(Trace { rows, clusters })
     }
 }

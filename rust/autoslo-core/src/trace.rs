@@ -91,6 +91,21 @@ pub struct Trace {
     pub clusters: Vec<ClusterRecord>,
 }
 
+/// Split each cluster's billed cost over its queries in proportion to the work each executed
+/// (equally if none executed any), so per-query costs add up to the bill.
+pub fn attribute_cost_by_work(rows: &mut [TraceRow], clusters: &[ClusterRecord]) {
+    let mut work = vec![0.0; clusters.len()];
+    let mut n = vec![0usize; clusters.len()];
+    for r in rows.iter() {
+        work[r.cluster as usize] += r.work;
+        n[r.cluster as usize] += 1;
+    }
+    for r in rows.iter_mut() {
+        let c = r.cluster as usize;
+        r.cost = if work[c] > 0.0 { clusters[c].cost * r.work / work[c] } else { clusters[c].cost / n[c] as f64 };
+    }
+}
+
 impl Trace {
     /// Summary over the rows selected by `keep`.
     fn summarize(&self, workload: &Workload, keep: impl Fn(usize) -> bool) -> GroupSummary {

@@ -26,7 +26,7 @@ use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::rng::{derive_seed, Rng};
-use crate::trace::{ClusterRecord, Outcome, Trace, TraceRow};
+use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, Trace, TraceRow};
 use crate::workload::Workload;
 
 /// Cold start of clusters spun up during a run.
@@ -504,13 +504,7 @@ pub fn emulate_with_progress(
 fn finish_trace(run: Run<'_>, end: f64) -> Result<Trace> {
     let mut rows: Vec<TraceRow> = run.rows.into_iter().map(|r| r.expect("every query finished")).collect();
     let mut clusters = Vec::with_capacity(run.sims.len());
-    let mut work_by_cluster = vec![0.0; run.sims.len()];
-    let mut n_by_cluster = vec![0usize; run.sims.len()];
-    for r in &rows {
-        work_by_cluster[r.cluster as usize] += r.work;
-        n_by_cluster[r.cluster as usize] += 1;
-    }
-    for (i, s) in run.sims.iter().enumerate() {
+    for s in &run.sims {
         let billed = s.timer.billed_seconds_until_drained(end);
         let cost = run.cfg.billing.cost(s.info.size, billed);
         clusters.push(ClusterRecord {
@@ -524,13 +518,8 @@ fn finish_trace(run: Run<'_>, end: f64) -> Result<Trace> {
             cost,
             queries: s.queries,
         });
-        debug_assert_eq!(n_by_cluster[i], s.queries);
     }
-    for r in &mut rows {
-        let c = r.cluster as usize;
-        let total = work_by_cluster[c];
-        r.cost = if total > 0.0 { clusters[c].cost * r.work / total } else { clusters[c].cost / n_by_cluster[c] as f64 };
-    }
+    attribute_cost_by_work(&mut rows, &clusters);
     Ok(Trace { rows, clusters })
 }
 
