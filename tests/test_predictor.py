@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -175,3 +176,51 @@ def test_data_and_train_cli_quick(tmp_path: Path) -> None:
     assert p.meta["training_data_sha256"] == json.loads((tmp_path / "tr" / "manifest.json").read_text())["sha256"]["train"]
     r = _cli("predictor", "train", "--traces", str(tmp_path / "absent"), "--out", str(tmp_path / "m2"))
     assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_bundled_model_corrects_predictions_at_arrival(model: predictor.Predictor) -> None:
+    assert model.has_arrival_correction and model.meta["arrival_sha256"]
+    raw = model.without_arrival_correction()
+    assert not raw.has_arrival_correction
+    assert raw.at_arrival(10.0, 5.0, 16, 20) == 10.0
+    # An empty after-set at arrival reads as "nobody will come": the correction raises predictions
+    # on busy clusters, more the busier they are.
+    idle, busy = model.at_arrival(10.0, 5.0, 16, 0), model.at_arrival(10.0, 5.0, 16, 20)
+    assert busy > 1.3 * 10.0 and busy > idle
+    with pytest.raises(_core.AutoSloCoreError, match="positive"):
+        model.at_arrival(-1.0, 5.0, 16, 0)
+    report = json.loads((predictor.bundled_model_dir() / "meta.json").read_text())["arrival"]
+    for split in ("val", "test"):
+        assert report[split]["corrected"]["overall"]["p50"] < report[split]["raw"]["overall"]["p50"]
+        assert abs(report[split]["corrected"]["mean_ln_residual"]) < abs(report[split]["raw"]["mean_ln_residual"])
+
+
+def test_fit_arrival_replays_traces_and_stores_the_fit(tmp_path: Path, small_traces: predictor.TraceSet, model: predictor.Predictor) -> None:
+    s = model.arrival_samples(small_traces.test)
+    n = small_traces.test.num_rows
+    assert s["inputs"].shape == (len(s["ln_latency"]), len(_core.ARRIVAL_FEATURES)) and 0 < len(s["ln_latency"]) <= n
+    # Replaying the trace through the incremental API gives the same at-arrival predictions.
+    t = small_traces.test.filter(pc.and_(pc.equal(small_traces.test["run"], small_traces.test["run"][0]), pc.equal(small_traces.test["cluster_id"], 0))).to_pylist()
+    c, ends, first = model.cluster(t[0]["cluster_size"]), [], []
+    for q in sorted(t, key=lambda q: (q["arrival"], q["query_id"]))[:30]:
+        for e, i in sorted(x for x in ends if x[0] <= q["arrival"]):
+            c.complete(i)
+            ends.remove((e, i))
+        first.append(c.add_arrival(q["query_id"], q["template"], q["instance"], q["arrival"])[0])
+        ends.append((q["end"], q["query_id"]))
+    np.testing.assert_allclose(np.exp(s["ln_prediction"][:30]), first, rtol=1e-9)
+
+    dst = tmp_path / "m"
+    shutil.copytree(predictor.bundled_model_dir(), dst)
+    (dst / "arrival.json").unlink()
+    meta = json.loads((dst / "meta.json").read_text())
+    del meta["arrival_sha256"], meta["arrival"]
+    (dst / "meta.json").write_text(json.dumps(meta))
+    assert not predictor.load(dst).has_arrival_correction  # a model without one still loads
+    r = predictor.fit_arrival(dst, small_traces.train, small_traces.val, small_traces.test, n_estimators=30)
+    assert r["max_abs_diff_rust_vs_xgboost"] < 1e-3
+    assert r["test"]["corrected"]["overall"]["p50"] < r["test"]["raw"]["overall"]["p50"]
+    assert predictor.load(dst).has_arrival_correction
+    (dst / "arrival.json").write_text((dst / "arrival.json").read_text().replace('"base_score":', '"base_score":1+'))
+    with pytest.raises(_core.AutoSloCoreError, match="SHA-256"):
+        predictor.load(dst)

@@ -7,6 +7,10 @@ import pyarrow as pa
 
 __version__: str
 ROUTING_POLICIES: list[str]
+#: Inputs of the at-arrival correction (``arrival.json``), in order.
+ARRIVAL_FEATURES: list[str]
+#: Default SLO headroom of the ``autoslo`` router.
+DEFAULT_SLO_HEADROOM: float
 
 class AutoSloCoreError(ValueError):
     """Invalid input or action reported by the AutoSLO core."""
@@ -83,6 +87,7 @@ def emulate(
     schedule: Sequence[tuple[float, str, int]] | None = None,
     progress: Callable[[int, int], bool | None] | None = None,
     predictor: Predictor | None = None,
+    slo_headroom: float = 1.25,
 ) -> tuple[pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills)."""
 
@@ -166,6 +171,17 @@ class Predictor:
     def verify(self, n: int = 64, seed: int = 1) -> float:
         """Largest |native − libtorch| (ln s) over ``n`` probe samples."""
     def with_backend(self, backend: str) -> Predictor: ...
+    @property
+    def has_arrival_correction(self) -> bool:
+        """Whether at-arrival predictions go through a fitted correction (``arrival.json``)."""
+    def without_arrival_correction(self) -> Predictor:
+        """This predictor without its at-arrival correction (raw Iconq+ at arrival; for ablations)."""
+    def at_arrival(self, prediction: float, stage: float, size: int, running: int) -> float:
+        """The router's prediction (s) for a query arriving with Iconq+ ``prediction`` and Stage
+        ``stage`` on a ``size`` RPU cluster running ``running`` queries."""
+    def arrival_samples(self, trace: pa.Table) -> dict[str, np.ndarray]:
+        """Replay a trace through the incremental predictor: per query ``inputs`` (n × 5),
+        ``ln_prediction``, ``ln_latency``, ``censored``, ``cluster_size``, ``stage_s``, ``running``."""
     def stage_estimate(self, template: int, instance: int, rpu: int) -> float: ...
     def cluster(self, size: int) -> ClusterPredictor: ...
     def predict_trace(self, trace: pa.Table) -> dict[str, np.ndarray]:
@@ -180,7 +196,16 @@ class Router:
     ``predictor``. ``clusters`` are the sizes (RPU) of the initial clusters, ids 0, 1, …
     """
 
-    def __init__(self, policy: str, clusters: Sequence[int], predictor: Predictor | None = None, seed: int = 0, price_per_rpu_hour: float = 0.375, billing_minimum_s: float = 60.0) -> None: ...
+    def __init__(
+        self,
+        policy: str,
+        clusters: Sequence[int],
+        predictor: Predictor | None = None,
+        seed: int = 0,
+        price_per_rpu_hour: float = 0.375,
+        billing_minimum_s: float = 60.0,
+        slo_headroom: float = 1.25,
+    ) -> None: ...
     @property
     def policy(self) -> str: ...
     def route(self, query_id: int, template: int, instance: int, arrival: float, slo: float) -> int:
@@ -206,5 +231,6 @@ def simulate(
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
+    slo_headroom: float = 1.25,
 ) -> tuple[pa.Table, pa.Table]:
     """The Workload Simulator: completions from the predictor; returns (trace, clusters) tables."""

@@ -181,10 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
     rs = p.add_subparsers(dest="experiment", required=True)
     r = rs.add_parser("router", help="Table 2: round robin vs Stage + cost vs AutoSLO routing")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, nargs="+", default=[0], help="one seed, or several (results averaged per scenario over seeds)")
     r.add_argument("--queries", type=int, help="truncate each workload to this many queries (quick runs)")
     r.add_argument("--policies", nargs="+", default=list(ROUTER_POLICIES), choices=_core.ROUTING_POLICIES)
     r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    r.add_argument("--slo-headroom", dest="slo_headroom", type=float, default=_core.DEFAULT_SLO_HEADROOM, help="autoslo counts a violation when prediction × this > SLO (default %(default)s; 1 = Algorithm 1 literally)")
+    r.add_argument("--no-arrival-correction", dest="arrival_correction", action="store_false", help="ablation: route on raw Iconq+ predictions at arrival")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_router)
     return parser
@@ -195,12 +197,25 @@ def cmd_reproduce_router(args: argparse.Namespace) -> int:
     from autoslo.reproduce import reproduce_router
 
     pred = load(args.model) if any(p != "round-robin" for p in args.policies) else None
-    out = reproduce_router(seed=args.seed, policies=args.policies, queries=args.queries, predictor=pred)
+    if pred is not None and not args.arrival_correction:
+        pred = pred.without_arrival_correction()
+    out = reproduce_router(seed=args.seed[0] if len(args.seed) == 1 else args.seed, policies=args.policies, queries=args.queries, predictor=pred, slo_headroom=args.slo_headroom)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
     rows = [{**r, "clusters": "+".join(map(str, r["clusters"]))} for r in out["rows"]]
+    if len(args.seed) > 1:
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            groups.setdefault((r["rate"], r["kappa"], r["clusters"], r["policy"]), []).append(r)
+        rows = [
+            {"rate": k[0], "kappa": k[1], "clusters": k[2], "policy": k[3], "violation_rate": sum(x["violation_rate"] for x in g) / len(g), "cost": sum(x["cost"] for x in g) / len(g), "timeouts": sum(x["timeouts"] for x in g)}
+            for k, g in groups.items()
+        ]
+        print(f"means over seeds {', '.join(map(str, args.seed))} (timeouts: total)")
     print(_fmt_table(rows, ["rate", "kappa", "clusters", "policy", "violation_rate", "cost", "timeouts"]))
+    for seed, ch in out.get("per_seed", {}).items():
+        print(f"seed {seed}: " + ", ".join(f"{p} {c['mean_violation_rate_change']:+.1%} / {c['mean_cost_change']:+.1%}" for p, c in ch.items()))
     for p, s in out["mean_change_vs_round_robin"].items():
         paper = s["paper"]
         ref = f"  (paper: {paper['mean_violation_rate_change']:+.1%} / {paper['mean_cost_change']:+.1%})" if paper else ""

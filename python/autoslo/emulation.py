@@ -96,6 +96,7 @@ def simulate(
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
+    slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
 ) -> EmulationResult:
     """Replay ``workload`` in the Workload Simulator (§3): completions come from the predictor.
 
@@ -117,6 +118,7 @@ def simulate(
         price_per_rpu_hour=price_per_rpu_hour,
         billing_minimum_s=billing_minimum_s,
         schedule=list(schedule) if schedule else None,
+        slo_headroom=slo_headroom,
     )
     return EmulationResult(trace=trace, clusters=cluster_table)
 
@@ -140,12 +142,16 @@ def emulate(
     schedule: Sequence[tuple[float, str, int]] | None = None,
     progress: bool = False,
     predictor: _core.Predictor | None = None,
+    slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
     ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``; ``autoslo``, ``stage-cost`` and
-    ``least-work`` use ``predictor`` (default: the bundled Iconq+ model). ``schedule`` lists ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)``
-    actions carried out through the control-plane interface. ``progress=True`` shows a tqdm bar;
+    ``least-work`` use ``predictor`` (default: the bundled Iconq+ model). ``slo_headroom`` (≥ 1):
+    the ``autoslo`` router counts a query as a predicted violator when its predicted latency times
+    this factor exceeds its SLO (1 is Algorithm 1's literal test). ``schedule`` lists
+    ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)`` actions carried out
+    through the control-plane interface. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     if predictor is None and routing in NEEDS_PREDICTOR:
@@ -181,6 +187,7 @@ def emulate(
             schedule=list(schedule) if schedule else None,
             progress=callback,
             predictor=predictor,
+            slo_headroom=slo_headroom,
         )
     finally:
         if bar is not None:

@@ -12,6 +12,7 @@ Training from scratch (what ``autoslo predictor data/train`` do)::
     traces = predictor.generate_traces(out="traces/")
     predictor.train_stage(traces.train, "models/mine/stage.json")
     predictor.train(traces.train, traces.val, "models/mine/stage.json", "models/mine")
+    predictor.fit_arrival("models/mine", traces.train, traces.val, traces.test)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from autoslo.predictor.data import DataConfig, TraceSet, test_split
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
 from autoslo.predictor.stage import train_stage
+from autoslo.predictor.arrival import fit_arrival
 from autoslo.predictor.config import VARIANTS, TrainConfig, qerror_summary
 
 #: Directory names of the bundled models, by variant.
@@ -45,6 +47,7 @@ __all__ = [
     "bundled_model_dir",
     "qerror_summary",
     "evaluate",
+    "fit_arrival",
     "generate_traces",
     "load",
     "load_traces",

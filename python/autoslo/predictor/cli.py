@@ -36,7 +36,31 @@ def _train_variants(traces: P.TraceSet, out: Path, variants: list[str], base: P.
             target = out / P.BUNDLED[v] if layout_bundle else out
             reports[v] = P.train(traces.train, traces.val, stage_path, target, cfg, traces.manifest.get("sha256", {}).get("train", ""), data_meta)
             print(f"{v}: best validation loss {reports[v]['best_val_loss']:.4f} after {reports[v]['epochs']} epochs → {target}", file=sys.stderr)
+            reports[v]["arrival"] = P.fit_arrival(target, traces.train, traces.val, traces.test, seed=base.seed, threads=base.threads)
+            _print_arrival(v, reports[v]["arrival"])
     return reports
+
+
+def _print_arrival(name: str, r: dict) -> None:
+    split = "test" if "test" in r else "val"
+    raw, cor = r[split]["raw"], r[split]["corrected"]
+    print(
+        f"{name}: at-arrival Q-error on {split} p50/p90 {raw['overall']['p50']:.2f}/{raw['overall']['p90']:.2f} raw → "
+        f"{cor['overall']['p50']:.2f}/{cor['overall']['p90']:.2f} corrected (mean ln residual {raw['mean_ln_residual']:+.3f} → {cor['mean_ln_residual']:+.3f})",
+        file=sys.stderr,
+    )
+
+
+def cmd_arrival(args: argparse.Namespace) -> int:
+    traces = P.load_traces(args.traces)
+    models = args.models or [str(P.bundled_model_dir(v)) for v in P.BUNDLED]
+    reports = {}
+    for m in models:
+        reports[m] = P.fit_arrival(m, traces.train, traces.val, traces.test, seed=args.seed, threads=args.threads)
+        _print_arrival(m, reports[m])
+    if args.json:
+        print(json.dumps(reports, indent=1))
+    return 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -124,6 +148,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--models", nargs="+", help="model directories (default: the bundled variants)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval)
+
+    a = ps.add_parser("arrival", help="fit the at-arrival correction of trained models (replaying the training traces)")
+    a.add_argument("--traces", required=True, help="the `predictor data` directory the models were trained on")
+    a.add_argument("--models", nargs="+", help="model directories (default: the bundled variants)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=cmd_arrival)
 
     b = ps.add_parser("bundle", help="rebuild the bundled default models (all four variants)")
     b.add_argument("--out", help="default: the package's models directory")

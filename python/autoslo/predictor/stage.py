@@ -78,7 +78,10 @@ def isolated_executions(trace: pa.Table | None) -> tuple[np.ndarray, np.ndarray,
     return np.array(t), np.array(i), np.array(s), np.array(y), np.array(real)
 
 
-def _export_trees(booster) -> list[dict]:  # type: ignore[no-untyped-def]
+def export_booster(booster) -> tuple[float, list[dict]]:  # type: ignore[no-untyped-def]
+    """An xgboost booster as (base score, trees) in the portable JSON the Rust core walks."""
+    cfg = json.loads(booster.save_config())
+    base = float(str(cfg["learner"]["learner_model_param"]["base_score"]).strip("[]"))
     trees = []
     for dump in booster.get_dump(dump_format="json"):
         nodes: dict[int, dict] = {}
@@ -109,7 +112,7 @@ def _export_trees(booster) -> list[dict]:  # type: ignore[no-untyped-def]
                 tree["default_left"].append(n["missing"] == n["yes"])
                 tree["value"].append(0.0)
         trees.append(tree)
-    return trees
+    return base, trees
 
 
 def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estimators: int = 150, max_depth: int = 4) -> dict:
@@ -139,8 +142,7 @@ def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estima
             qerr.append(np.exp(np.abs(m.predict(xgb.DMatrix(x[test])) - ly[test])))
     q = np.concatenate(qerr)
     booster = fit(np.ones(len(ly), dtype=bool))
-    cfg = json.loads(booster.save_config())
-    base = float(str(cfg["learner"]["learner_model_param"]["base_score"]).strip("[]"))
+    base, trees = export_booster(booster)
     names, _ = plan_feature_table()
     cache: dict[tuple[int, int, int], list[float]] = {}
     for tt, ii, ss, yy, rr in zip(t, i, s, y, real):
@@ -152,7 +154,7 @@ def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estima
         "feature_version": FEATURE_VERSION,
         "features": names + ["instance", "rpu", "log2_rpu"],
         "base_score": base,
-        "trees": _export_trees(booster),
+        "trees": trees,
         "cache": [[k[0], k[1], k[2], float(np.mean(v)), len(v)] for k, v in sorted(cache.items())],
     }
     out = Path(out)

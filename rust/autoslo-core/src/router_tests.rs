@@ -7,7 +7,7 @@ use crate::cluster::{ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{Router, StaticScaler};
 use crate::emulator::{emulate, EmulatorConfig};
 use crate::predictor::{Backend, Predictor};
-use crate::router::{router_by_name, AutoSloRouter, ROUTING_POLICIES};
+use crate::router::{router_by_name, AutoSloRouter, RouterOptions, ROUTING_POLICIES};
 use crate::simulator::{simulate, SimulatorConfig, WorkloadSimulator};
 use crate::slo::SloTable;
 use crate::workload::{base_workload, Query};
@@ -26,7 +26,7 @@ fn every_policy_routes_every_query_exactly_once() {
     let p = model();
     let w = base_workload(0.2, 1, &SloTable::paper(2.0).unwrap()).unwrap();
     for name in ROUTING_POLICIES {
-        let mut r = router_by_name(name, Some(&p), BillingPolicy::default(), 1).unwrap();
+        let mut r = router_by_name(name, Some(&p), RouterOptions { seed: 1, ..Default::default() }).unwrap();
         let t = emulate(&w, &[32, 16], r.as_mut(), &mut StaticScaler, &EmulatorConfig { seed: 1, ..Default::default() }).unwrap();
         assert_eq!(t.rows.len(), w.len(), "{name}");
         let mut seen = vec![false; w.len()];
@@ -36,8 +36,8 @@ fn every_policy_routes_every_query_exactly_once() {
             assert!(row.cluster < 2);
         }
     }
-    assert!(router_by_name("fastest", Some(&p), BillingPolicy::default(), 0).map(|_| ()).unwrap_err().to_string().contains("unknown policy"));
-    assert!(router_by_name("autoslo", None, BillingPolicy::default(), 0).is_err());
+    assert!(router_by_name("fastest", Some(&p), RouterOptions::default()).map(|_| ()).unwrap_err().to_string().contains("unknown policy"));
+    assert!(router_by_name("autoslo", None, RouterOptions::default()).is_err());
 }
 
 #[test]
@@ -86,4 +86,35 @@ fn simulator_completes_everything_and_forks_identically() {
     let b = branch.finish(&mut r2, &mut StaticScaler).unwrap();
     assert_eq!(a, b);
     assert!(WorkloadSimulator::new(&p, &w, &[0], cfg).is_err());
+}
+
+#[test]
+fn routed_query_is_predicted_through_the_arrival_correction_and_headroom_counts_violations() {
+    let p = model();
+    assert!(p.arrival.is_some(), "the bundled model carries an at-arrival correction");
+    let q = |id: u64, t: f64, slo: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo };
+    let mut corrected = AutoSloRouter::new(p.clone(), BillingPolicy::default());
+    let mut raw = AutoSloRouter::new(p.without_arrival_correction(), BillingPolicy::default());
+    for i in 0..12u64 {
+        corrected.route(i as f64, &q(i, i as f64, 1e6), &[info(0, 16)]).unwrap();
+        raw.route(i as f64, &q(i, i as f64, 1e6), &[info(0, 16)]).unwrap();
+    }
+    let probe = q(50, 12.0, 1e6);
+    let (c, r) = (corrected.evaluate(12.0, &probe, &[info(0, 16)]).unwrap(), raw.evaluate(12.0, &probe, &[info(0, 16)]).unwrap());
+    let stage = p.stage.estimate(probe.text, 16).unwrap();
+    let running = corrected.placed()[&0].len();
+    assert!((c[0].prediction - p.at_arrival(r[0].prediction, stage, 16, running)).abs() < 1e-9);
+    assert!(c[0].prediction > r[0].prediction, "12 running on 16 RPU: the correction raises the estimate");
+
+    // Headroom: an SLO 10 % above the prediction is met literally but violated with headroom 1.25.
+    let slo = c[0].prediction * 1.1;
+    let tight = q(50, 12.0, slo);
+    assert_eq!(corrected.evaluate(12.0, &tight, &[info(0, 16)]).unwrap()[0].delta_violations, 0);
+    let mut careful = AutoSloRouter::new(p.clone(), BillingPolicy::default()).with_slo_headroom(1.25).unwrap();
+    for i in 0..12u64 {
+        careful.route(i as f64, &q(i, i as f64, 1e6), &[info(0, 16)]).unwrap();
+    }
+    assert_eq!(careful.evaluate(12.0, &tight, &[info(0, 16)]).unwrap()[0].delta_violations, 1);
+    assert!(AutoSloRouter::new(p.clone(), BillingPolicy::default()).with_slo_headroom(0.9).is_err());
+    assert!(router_by_name("autoslo", Some(&p), RouterOptions { slo_headroom: f64::NAN, ..Default::default() }).is_err());
 }

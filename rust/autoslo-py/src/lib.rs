@@ -155,7 +155,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -176,6 +176,7 @@ fn emulate(
     schedule: Option<Vec<(f64, String, u32)>>,
     progress: Option<Py<PyAny>>,
     predictor: Option<Bound<'_, predictor::PyPredictor>>,
+    slo_headroom: f64,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
     let lifecycle = match lifecycle {
@@ -192,7 +193,8 @@ fn emulate(
         noise,
         ..Default::default()
     };
-    let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), cfg.billing, seed).map_err(err)?;
+    let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom };
+    let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
     let mut scaler: Box<dyn Scaler> = match schedule {
         Some(s) if !s.is_empty() => Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?),
         _ => Box::new(StaticScaler),
@@ -333,6 +335,8 @@ impl PyBillingTimer {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AutoSloCoreError", m.py().get_type::<AutoSloCoreError>())?;
     m.add("ROUTING_POLICIES", router::ROUTING_POLICIES.to_vec())?;
+    m.add("ARRIVAL_FEATURES", autoslo_core::predictor::arrival::ARRIVAL_FEATURES.to_vec())?;
+    m.add("DEFAULT_SLO_HEADROOM", router::DEFAULT_SLO_HEADROOM)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_table, m)?)?;

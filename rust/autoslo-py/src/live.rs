@@ -52,8 +52,8 @@ pub struct PyRouter {
 #[pymethods]
 impl PyRouter {
     #[new]
-    #[pyo3(signature = (policy, clusters, predictor=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0))]
-    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64) -> PyResult<Self> {
+    #[pyo3(signature = (policy, clusters, predictor=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64) -> PyResult<Self> {
         if clusters.is_empty() {
             return Err(AutoSloCoreError::new_err("a router needs at least one cluster"));
         }
@@ -61,7 +61,8 @@ impl PyRouter {
             return Err(AutoSloCoreError::new_err(format!("cluster size must be ≥ 1 RPU, got {s}")));
         }
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-        let r = router::router_by_name(policy, predictor.as_ref().map(|p| &p.get().inner), billing, seed).map_err(err)?;
+        let opts = router::RouterOptions { billing, seed, slo_headroom };
+        let r = router::router_by_name(policy, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
         let infos = clusters
             .iter()
             .enumerate()
@@ -151,7 +152,7 @@ impl PyRouter {
 
 /// Simulate a workload with the predictor as the warehouse (the Workload Simulator).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None))]
+#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
     py: Python<'_>,
@@ -166,11 +167,12 @@ pub fn simulate(
     price_per_rpu_hour: f64,
     billing_minimum_s: f64,
     schedule: Option<Vec<(f64, String, u32)>>,
+    slo_headroom: f64,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, None, None, None, None)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s };
-    let mut r = router::router_by_name(routing, Some(p), cfg.billing, seed).map_err(err)?;
+    let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom }).map_err(err)?;
     let mut scaler: Box<dyn Scaler> = match schedule {
         Some(s) if !s.is_empty() => Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?),
         _ => Box::new(StaticScaler),

@@ -149,6 +149,7 @@ impl PyPredictor {
         d.set_item("feature_version", m.feature_version)?;
         d.set_item("model_sha256", &m.model_sha256)?;
         d.set_item("training_data_sha256", &m.training_data_sha256)?;
+        d.set_item("arrival_sha256", &m.arrival_sha256)?;
         d.set_item("path", self.inner.dir.display().to_string())?;
         Ok(d)
     }
@@ -173,6 +174,46 @@ impl PyPredictor {
     /// This predictor serving through another backend ("native" or "tch").
     fn with_backend(&self, backend: &str) -> PyResult<Self> {
         Ok(Self { inner: self.inner.with_backend(Backend::parse(backend).map_err(err)?) })
+    }
+
+    /// Whether at-arrival predictions go through a fitted correction (`arrival.json`).
+    #[getter]
+    fn has_arrival_correction(&self) -> bool {
+        self.inner.arrival.is_some()
+    }
+
+    /// This predictor without its at-arrival correction (raw Iconq+ at arrival; for ablations).
+    fn without_arrival_correction(&self) -> Self {
+        Self { inner: self.inner.without_arrival_correction() }
+    }
+
+    /// The prediction (s) the router uses for a query arriving with Iconq+ prediction
+    /// ``prediction`` and Stage estimate ``stage`` on a cluster of ``size`` RPU running ``running``
+    /// queries: ``prediction`` through the at-arrival correction, if any.
+    fn at_arrival(&self, prediction: f64, stage: f64, size: u32, running: usize) -> PyResult<f64> {
+        if !(prediction > 0.0 && prediction.is_finite() && stage > 0.0 && stage.is_finite()) || size == 0 {
+            return Err(AutoSloCoreError::new_err(format!("at_arrival needs positive finite prediction and stage and size ≥ 1 (got {prediction}, {stage}, {size})")));
+        }
+        Ok(self.inner.at_arrival(prediction, stage, size, running))
+    }
+
+    /// Replay each (run, cluster) of a trace through the incremental predictor and return, per
+    /// query, what the router would know at its arrival: ``inputs`` (n × 5, see
+    /// ``ARRIVAL_FEATURES``), ``ln_prediction`` (raw Iconq+), ``ln_latency`` (observed; a lower
+    /// bound where ``censored``), ``cluster_size``, ``stage_s`` and ``running``.
+    fn arrival_samples<'py>(&self, py: Python<'py>, trace: PyTable) -> PyResult<Bound<'py, PyDict>> {
+        let rows = trace_rows(trace)?;
+        let s = py.detach(|| predictor::arrival::arrival_samples(&self.inner, &rows)).map_err(err)?;
+        let d = PyDict::new(py);
+        let x: Vec<f32> = s.iter().flat_map(|a| a.inputs).collect();
+        d.set_item("inputs", x.into_pyarray(py).reshape([s.len(), predictor::arrival::ARRIVAL_DIM])?)?;
+        d.set_item("ln_prediction", s.iter().map(|a| a.ln_prediction).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("ln_latency", s.iter().map(|a| a.ln_latency).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("censored", s.iter().map(|a| a.censored).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("cluster_size", s.iter().map(|a| a.size as i64).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("stage_s", s.iter().map(|a| a.stage_s).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("running", s.iter().map(|a| a.running as i64).collect::<Vec<_>>().into_pyarray(py))?;
+        Ok(d)
     }
 
     /// Stage's isolated-runtime estimate (s).

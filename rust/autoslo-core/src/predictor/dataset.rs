@@ -92,27 +92,7 @@ impl Dataset {
             }
             queries.push(QueryFeatures::new(r.query_id, r.text.template, r.arrival, stage.estimate(r.text, r.cluster_size)?)?);
         }
-        // Groups of (run, cluster), each sorted by (arrival, id).
-        let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-        order.sort_by(|&a, &b| {
-            let (x, y) = (&rows[a as usize], &rows[b as usize]);
-            (x.run, x.cluster).cmp(&(y.run, y.cluster)).then(x.arrival.total_cmp(&y.arrival)).then(x.query_id.cmp(&y.query_id))
-        });
-        let mut groups: Vec<&[u32]> = Vec::new();
-        let mut s = 0;
-        for i in 1..=order.len() {
-            if i == order.len() || (rows[order[i] as usize].run, rows[order[i] as usize].cluster) != (rows[order[s] as usize].run, rows[order[s] as usize].cluster) {
-                groups.push(&order[s..i]);
-                s = i;
-            }
-        }
-        for g in &groups {
-            for w in g.windows(2) {
-                if rows[w[0] as usize].query_id == rows[w[1] as usize].query_id && rows[w[0] as usize].arrival == rows[w[1] as usize].arrival {
-                    return Err(AutoSloError::DuplicateQueryId(rows[w[0] as usize].query_id));
-                }
-            }
-        }
+        let groups = group_rows(rows)?;
         // Per group, the samples' pair lists (built in parallel, concatenated in group order).
         type Part = (Vec<(u32, u32, [f32; EXTRA_DIM])>, Vec<Sample>);
         let parts: Vec<Part> = groups
@@ -157,6 +137,26 @@ impl Dataset {
             })
             .collect()
     }
+}
+
+/// Row indices grouped by (run, cluster), each group sorted by (arrival, id). The same query id
+/// twice at the same arrival in one group is an error.
+pub(crate) fn group_rows(rows: &[TraceQuery]) -> Result<Vec<Vec<u32>>> {
+    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&rows[a as usize], &rows[b as usize]);
+        (x.run, x.cluster).cmp(&(y.run, y.cluster)).then(x.arrival.total_cmp(&y.arrival)).then(x.query_id.cmp(&y.query_id))
+    });
+    let key = |i: u32| (rows[i as usize].run, rows[i as usize].cluster);
+    let groups: Vec<Vec<u32>> = order.chunk_by(|&a, &b| key(a) == key(b)).map(<[u32]>::to_vec).collect();
+    for g in &groups {
+        for w in g.windows(2) {
+            if rows[w[0] as usize].query_id == rows[w[1] as usize].query_id && rows[w[0] as usize].arrival == rows[w[1] as usize].arrival {
+                return Err(AutoSloError::DuplicateQueryId(rows[w[0] as usize].query_id));
+            }
+        }
+    }
+    Ok(groups)
 }
 
 #[allow(clippy::type_complexity)]

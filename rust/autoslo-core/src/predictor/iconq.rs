@@ -93,18 +93,37 @@ pub struct NativeKernel {
     head2_w: Vec<f32>,
     head2_b: f32,
     /// AVX2 and FMA were detected at run time.
-    fma: bool,
+    simd: Simd,
 }
 
-fn detect_fma() -> bool {
+/// The instruction sets the kernel runs with, detected at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Simd {
+    /// Whatever the compile target guarantees (SSE2 on x86-64).
+    Portable,
+    /// AVX2 + FMA: 8 lanes, fused multiply-add. (AVX-512 was measured slower for these small
+    /// matrices on our machines, so it is not used.)
+    Avx2Fma,
+}
+
+impl Simd {
+    pub fn name(self) -> &'static str {
+        match self {
+            Simd::Portable => "portable",
+            Simd::Avx2Fma => "avx2+fma",
+        }
+    }
+}
+
+fn detect_simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            return Simd::Avx2Fma;
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Simd::Portable
 }
 
 fn transpose(rows: usize, cols: usize, w: &[f32]) -> Vec<f32> {
@@ -117,12 +136,17 @@ fn transpose(rows: usize, cols: usize, w: &[f32]) -> Vec<f32> {
     t
 }
 
-/// Multiply-add, plain (baseline x86-64 / other targets) or fused (inside the AVX2+FMA entry points).
+/// Multiply-add, plain (baseline x86-64 / other targets) or fused (inside the AVX2+FMA entry
+/// points), with the widest tile that keeps enough independent accumulators in that instruction
+/// set's registers to hide the FMA latency.
 trait MulAdd {
+    /// Widest output tile of [`axpy_rows`] (32 or 64).
+    const WIDE: usize;
     fn madd(a: f32, b: f32, c: f32) -> f32;
 }
 struct Plain;
 impl MulAdd for Plain {
+    const WIDE: usize = 32;
     #[inline(always)]
     fn madd(a: f32, b: f32, c: f32) -> f32 {
         a * b + c
@@ -132,6 +156,7 @@ impl MulAdd for Plain {
 struct Fused;
 #[cfg(target_arch = "x86_64")]
 impl MulAdd for Fused {
+    const WIDE: usize = 64;
     #[inline(always)]
     fn madd(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
@@ -140,32 +165,45 @@ impl MulAdd for Fused {
 
 /// `acc += Σ_k v[k] · w_t[k, :]`, skipping zero inputs (post-ReLU embeddings are sparse).
 ///
-/// Tiled by 32 outputs so a tile's accumulators stay in registers while all inputs stream by
-/// (otherwise every input would reload and store the whole accumulator).
+/// Tiled so a tile's accumulators stay in registers while all inputs stream by (otherwise every
+/// input would reload and store the whole accumulator): `M::WIDE` outputs (8 independent vector
+/// accumulators, enough to hide the FMA latency) while they last, then narrower, then scalar.
 #[inline(always)]
 fn axpy_rows<M: MulAdd>(acc: &mut [f32], w_t: &[f32], v: &[f32]) {
-    const T: usize = 32;
     let n = acc.len();
     let mut j = 0;
-    while j + T <= n {
-        let mut a = [0f32; T];
-        a.copy_from_slice(&acc[j..j + T]);
-        for (k, &vk) in v.iter().enumerate() {
-            if vk != 0.0 {
-                let row = &w_t[k * n + j..k * n + j + T];
-                for t in 0..T {
-                    a[t] = M::madd(row[t], vk, a[t]);
-                }
-            }
+    if M::WIDE >= 64 {
+        while j + 64 <= n {
+            axpy_tile::<M, 64>(acc, w_t, v, j);
+            j += 64;
         }
-        acc[j..j + T].copy_from_slice(&a);
-        j += T;
+    }
+    while j + 32 <= n {
+        axpy_tile::<M, 32>(acc, w_t, v, j);
+        j += 32;
     }
     for (jj, x) in acc.iter_mut().enumerate().skip(j) {
         for (k, &vk) in v.iter().enumerate() {
             *x = M::madd(w_t[k * n + jj], vk, *x);
         }
     }
+}
+
+/// One tile of [`axpy_rows`]: outputs `j..j + T`.
+#[inline(always)]
+fn axpy_tile<M: MulAdd, const T: usize>(acc: &mut [f32], w_t: &[f32], v: &[f32], j: usize) {
+    let n = acc.len();
+    let mut a = [0f32; T];
+    a.copy_from_slice(&acc[j..j + T]);
+    for (wrow, &vk) in w_t.chunks_exact(n).zip(v) {
+        if vk != 0.0 {
+            let row: &[f32; T] = wrow[j..j + T].try_into().expect("a tile lies within its row");
+            for t in 0..T {
+                a[t] = M::madd(row[t], vk, a[t]);
+            }
+        }
+    }
+    acc[j..j + T].copy_from_slice(&a);
 }
 
 /// e^x for f32 without a libm call, so loops over it vectorise: x = n·ln2 + r, |r| ≤ ln2/2,
@@ -250,13 +288,13 @@ impl NativeKernel {
             head1_b: h1b.to_vec(),
             head2_w: h2w.to_vec(),
             head2_b: h2b[0],
-            fma: detect_fma(),
+            simd: detect_simd(),
         })
     }
 
     /// The same kernel without the AVX2+FMA path (for comparisons).
     pub fn portable(&self) -> Self {
-        Self { fma: false, ..self.clone() }
+        Self { simd: Simd::Portable, ..self.clone() }
     }
 
     /// (embedding size, hidden size, head hidden size).
@@ -295,11 +333,13 @@ impl NativeKernel {
         i_f.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
         o.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
         g.iter_mut().for_each(|v| *v = tanh::<M>(*v));
-        for j in 0..h {
-            st.c[j] = M::madd(i_f[h + j], st.c[j], i_f[j] * g[j]);
+        // Iterators, not indices: no bounds checks, so both loops vectorise.
+        let (i, f) = i_f.split_at(h);
+        for (((c, &ig), &fg), &gg) in st.c.iter_mut().zip(i).zip(f).zip(g.iter()) {
+            *c = M::madd(fg, *c, ig * gg);
         }
-        for j in 0..h {
-            st.h[j] = o[j] * tanh::<M>(st.c[j]);
+        for ((hv, &c), &og) in st.h.iter_mut().zip(&st.c).zip(o.iter()) {
+            *hv = og * tanh::<M>(c);
         }
     }
 
@@ -312,10 +352,12 @@ impl NativeKernel {
         let l = &self.after;
         s.v.resize(BATCH * k, 0.0);
         s.gb.resize(BATCH * n, 0.0);
+        // Inputs interleaved by row (v[kk·BATCH + b]): one weight row meets the whole batch at once.
         for b in 0..BATCH {
             self.embed::<M>(&xs[b], &mut s.z, &mut s.e);
-            s.v[b * k..b * k + e].copy_from_slice(&s.e);
-            s.v[b * k + e..(b + 1) * k].copy_from_slice(&sts[b].h);
+            for (kk, &x) in s.e.iter().chain(&sts[b].h).enumerate() {
+                s.v[kk * BATCH + b] = x;
+            }
         }
         let mut j = 0;
         while j + T <= n {
@@ -323,12 +365,11 @@ impl NativeKernel {
             for acc in a.iter_mut() {
                 acc.copy_from_slice(&l.b[j..j + T]);
             }
-            for kk in 0..k {
-                let row = &l.w_t[kk * n + j..kk * n + j + T];
-                for (b, acc) in a.iter_mut().enumerate() {
-                    let vb = s.v[b * k + kk];
+            for (wrow, vb) in l.w_t.chunks_exact(n).zip(s.v.chunks_exact(BATCH)) {
+                let row: &[f32; T] = wrow[j..j + T].try_into().expect("a tile lies within its row");
+                for (acc, &x) in a.iter_mut().zip(vb) {
                     for t in 0..T {
-                        acc[t] = M::madd(row[t], vb, acc[t]);
+                        acc[t] = M::madd(row[t], x, acc[t]);
                     }
                 }
             }
@@ -339,7 +380,7 @@ impl NativeKernel {
         }
         for jj in j..n {
             for b in 0..BATCH {
-                s.gb[b * n + jj] = (0..k).fold(l.b[jj], |acc, kk| M::madd(l.w_t[kk * n + jj], s.v[b * k + kk], acc));
+                s.gb[b * n + jj] = (0..k).fold(l.b[jj], |acc, kk| M::madd(l.w_t[kk * n + jj], s.v[kk * BATCH + b], acc));
             }
         }
         for (b, st) in sts.iter_mut().enumerate().take(BATCH) {
@@ -361,10 +402,11 @@ impl NativeKernel {
 
     fn after_batch_dispatch(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
         #[cfg(target_arch = "x86_64")]
-        if self.fma {
-            // SAFETY: as in `run_dispatch`: AVX2 and FMA were detected at run time.
-            unsafe { self.after_batch_fma(xs, sts) };
-            return;
+        match self.simd {
+            // SAFETY: `self.simd` names instruction sets `is_x86_feature_detected!` found on this
+            // CPU (see `detect_simd`), which are exactly what these entry points are compiled for.
+            Simd::Avx2Fma => return unsafe { self.after_batch_fma(xs, sts) },
+            Simd::Portable => {}
         }
         self.after_batch::<Plain>(xs, sts);
     }
@@ -391,23 +433,23 @@ impl NativeKernel {
         a.iter().zip(&self.head2_w).fold(self.head2_b, |acc, (v, w)| M::madd(v.max(0.0), *w, acc))
     }
 
-    /// Run `l` over `xs` from `st`, with AVX2+FMA when the CPU has them.
+    /// Run `l` over `xs` from `st`, with the widest instruction set the CPU has.
     fn run_dispatch(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
         #[cfg(target_arch = "x86_64")]
-        if self.fma {
-            // SAFETY: `self.fma` is set only when `is_x86_feature_detected!` found both AVX2 and FMA
-            // on this CPU (see `from_named`), which is exactly what `run_fma` is compiled for.
-            unsafe { self.run_fma(l, xs, st) };
-            return;
+        match self.simd {
+            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
+            Simd::Avx2Fma => return unsafe { self.run_fma(l, xs, st) },
+            Simd::Portable => {}
         }
         self.run::<Plain>(l, xs, st);
     }
 
     fn head_dispatch(&self, hb: &[f32], ha: &[f32]) -> f32 {
         #[cfg(target_arch = "x86_64")]
-        if self.fma {
-            // SAFETY: as in `run_dispatch`: AVX2 and FMA were detected at run time.
-            return unsafe { self.head_fma(hb, ha) };
+        match self.simd {
+            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
+            Simd::Avx2Fma => return unsafe { self.head_fma(hb, ha) },
+            Simd::Portable => {}
         }
         self.head_impl::<Plain>(hb, ha)
     }
@@ -424,9 +466,14 @@ impl NativeKernel {
         self.head_impl::<Fused>(hb, ha)
     }
 
-    /// Whether the AVX2+FMA path is in use.
+    /// The instruction sets in use.
+    pub fn simd(&self) -> Simd {
+        self.simd
+    }
+
+    /// Whether the fused multiply-add (AVX2+FMA) path is in use.
     pub fn uses_fma(&self) -> bool {
-        self.fma
+        self.simd != Simd::Portable
     }
 }
 

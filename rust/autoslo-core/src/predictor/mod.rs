@@ -6,12 +6,15 @@
 //! - [`iconq`]: the network and its native f32 kernel; [`torch`] (feature `torch`): the same
 //!   network executed by libtorch from the TorchScript artifact;
 //! - [`incremental`]: per-cluster state with arrival / counterfactual / commit / complete;
-//! - [`dataset`]: training and evaluation samples from traces (with censored observations).
+//! - [`dataset`]: training and evaluation samples from traces (with censored observations);
+//! - [`arrival`]: the correction of predictions made at arrival, before any after-neighbour exists.
 //!
-//! A model directory holds `model.pt` (TorchScript), `stage.json` and `meta.json`; the metadata
+//! A model directory holds `model.pt` (TorchScript), `stage.json`, `meta.json` and optionally
+//! `arrival.json` (the at-arrival correction, fitted after training); the metadata
 //! names the feature layout, the variant, and SHA-256 digests of the files and the training data.
 //! [`Predictor::load`] checks all of it and verifies the native kernel against libtorch.
 
+pub mod arrival;
 pub mod dataset;
 pub mod features;
 pub mod iconq;
@@ -19,6 +22,7 @@ pub mod incremental;
 pub mod stage;
 #[cfg(feature = "torch")]
 pub mod torch;
+pub mod trees;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +36,7 @@ pub use dataset::{Dataset, DatasetOptions, TraceQuery};
 pub use features::{FeatureOptions, QueryFeatures, FEATURE_VERSION, INTERACTION_DIM};
 pub use iconq::{Kernel, LstmState, NativeKernel};
 pub use incremental::{ArrivalUpdate, ClusterState, Counterfactual, RunningQuery};
+pub use arrival::{ArrivalCorrection, ArrivalSample};
 pub use stage::Stage;
 
 #[cfg(all(test, feature = "torch"))]
@@ -59,6 +64,9 @@ pub struct ModelMeta {
     pub model_sha256: String,
     pub stage_sha256: String,
     pub training_data_sha256: String,
+    /// SHA-256 of `arrival.json`, if the model has an at-arrival correction.
+    #[serde(default)]
+    pub arrival_sha256: Option<String>,
 }
 
 /// SHA-256 of a file, lowercase hex.
@@ -87,7 +95,11 @@ pub fn read_meta(dir: &Path) -> Result<ModelMeta> {
             ),
         ));
     }
-    for (file, want) in [("model.pt", &m.model_sha256), ("stage.json", &m.stage_sha256)] {
+    let mut files = vec![("model.pt", &m.model_sha256), ("stage.json", &m.stage_sha256)];
+    if let Some(a) = &m.arrival_sha256 {
+        files.push(("arrival.json", a));
+    }
+    for (file, want) in files {
         let got = sha256_file(&dir.join(file))?;
         if &got != want {
             return Err(AutoSloError::model(dir.join(file).display(), format!("SHA-256 {got} does not match meta.json ({want}): the file is corrupt or from another model")));
@@ -120,6 +132,8 @@ impl Backend {
 pub struct Predictor {
     pub meta: ModelMeta,
     pub stage: Arc<Stage>,
+    /// The at-arrival correction (`arrival.json`), if the model has one and it is in use.
+    pub arrival: Option<Arc<ArrivalCorrection>>,
     pub dir: PathBuf,
     native: Arc<NativeKernel>,
     #[cfg(feature = "torch")]
@@ -142,13 +156,17 @@ impl Predictor {
     pub fn load(dir: &Path, backend: Backend) -> Result<Self> {
         let meta = read_meta(dir)?;
         let stage = Stage::load(&dir.join("stage.json"))?;
+        let arrival = match meta.arrival_sha256 {
+            Some(_) => Some(Arc::new(ArrivalCorrection::load(&dir.join("arrival.json"))?)),
+            None => None,
+        };
         let tch = torch::TchKernel::load(&dir.join("model.pt"))?;
         let native = NativeKernel::from_named(&tch.named_parameters()?, &dir.join("model.pt").display().to_string())?;
         let (e, h, _) = native.dims();
         if (e, h) != (meta.embedding, meta.hidden) {
             return Err(AutoSloError::model(dir.display(), format!("model.pt has embedding {e}/hidden {h} but meta.json says {}/{}", meta.embedding, meta.hidden)));
         }
-        let mut p = Self { meta, stage: Arc::new(stage), dir: dir.to_path_buf(), native: Arc::new(native), tch: Arc::new(tch), backend, verified_max_abs_diff: 0.0 };
+        let mut p = Self { meta, stage: Arc::new(stage), arrival, dir: dir.to_path_buf(), native: Arc::new(native), tch: Arc::new(tch), backend, verified_max_abs_diff: 0.0 };
         let diff = p.verify(24, 0)?;
         if diff > VERIFY_TOLERANCE {
             return Err(AutoSloError::model(dir.display(), format!("native kernel differs from libtorch by {diff:e} (> {VERIFY_TOLERANCE:e}) in ln seconds")));
@@ -226,6 +244,20 @@ impl Predictor {
     /// A copy serving through another backend.
     pub fn with_backend(&self, backend: Backend) -> Self {
         Self { backend, ..self.clone() }
+    }
+
+    /// A copy that serves raw Iconq+ predictions at arrival (no correction): for ablations.
+    pub fn without_arrival_correction(&self) -> Self {
+        Self { arrival: None, ..self.clone() }
+    }
+
+    /// A query's latency prediction at arrival (s) on a cluster of `size` RPU with `running` queries:
+    /// Iconq+'s `prediction_s` through the at-arrival correction if the model has one.
+    pub fn at_arrival(&self, prediction_s: f64, stage_s: f64, size: u32, running: usize) -> f64 {
+        match &self.arrival {
+            Some(a) => a.correct(prediction_s, stage_s, size, running),
+            None => prediction_s,
+        }
     }
 
     pub fn features(&self) -> FeatureOptions {

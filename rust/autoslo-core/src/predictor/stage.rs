@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::features::{plan_features, FEATURE_VERSION, PLAN_DIM};
+use super::trees::{TreeJson, Trees};
 use crate::catalog::QueryText;
 use crate::error::{AutoSloError, Result};
 
@@ -19,16 +20,6 @@ pub const STAGE_FORMAT: &str = "autoslo-stage";
 pub const STAGE_FORMAT_VERSION: u32 = 1;
 /// Inputs of the tree model: plan features, instance, size, log2 size.
 pub const STAGE_DIM: usize = PLAN_DIM + 3;
-
-#[derive(Debug, Deserialize)]
-struct TreeJson {
-    split: Vec<i32>,
-    threshold: Vec<f32>,
-    left: Vec<u32>,
-    right: Vec<u32>,
-    default_left: Vec<bool>,
-    value: Vec<f32>,
-}
 
 #[derive(Debug, Deserialize)]
 struct StageJson {
@@ -42,22 +33,10 @@ struct StageJson {
     cache: Vec<(u16, u16, u32, f64, u32)>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    /// Feature index, or -1 for a leaf.
-    split: i32,
-    threshold: f32,
-    left: u32,
-    right: u32,
-    default_left: bool,
-    value: f32,
-}
-
 /// A Stage model: measured cache plus tree ensemble predicting ln(isolated runtime).
 #[derive(Debug, Clone)]
 pub struct Stage {
-    base_score: f32,
-    trees: Vec<Vec<Node>>,
+    trees: Trees,
     cache: BTreeMap<(u16, u16, u32), f64>,
 }
 
@@ -84,32 +63,7 @@ impl Stage {
         if j.features.len() != STAGE_DIM {
             return Err(bad(format!("{} input features, expected {STAGE_DIM}", j.features.len())));
         }
-        let mut trees = Vec::with_capacity(j.trees.len());
-        for (ti, t) in j.trees.iter().enumerate() {
-            let n = t.split.len();
-            if n == 0 || [t.threshold.len(), t.left.len(), t.right.len(), t.default_left.len(), t.value.len()].iter().any(|&l| l != n) {
-                return Err(bad(format!("tree {ti}: node arrays are empty or of different lengths")));
-            }
-            let mut nodes = Vec::with_capacity(n);
-            for k in 0..n {
-                let node = Node { split: t.split[k], threshold: t.threshold[k], left: t.left[k], right: t.right[k], default_left: t.default_left[k], value: t.value[k] };
-                if node.split >= 0 {
-                    // Children strictly after their parent: every walk terminates.
-                    let ok = (node.split as usize) < STAGE_DIM
-                        && (node.left as usize) < n
-                        && (node.right as usize) < n
-                        && node.left as usize > k
-                        && node.right as usize > k;
-                    if !ok {
-                        return Err(bad(format!("tree {ti} node {k}: bad feature index or child")));
-                    }
-                } else if !node.value.is_finite() {
-                    return Err(bad(format!("tree {ti} node {k}: leaf value is not finite")));
-                }
-                nodes.push(node);
-            }
-            trees.push(nodes);
-        }
+        let trees = Trees::new(j.base_score, &j.trees, STAGE_DIM, origin)?;
         let mut cache = BTreeMap::new();
         for &(t, i, rpu, mean, _) in &j.cache {
             if !(mean > 0.0 && mean.is_finite()) || rpu == 0 {
@@ -117,7 +71,7 @@ impl Stage {
             }
             cache.insert((t, i, rpu), mean);
         }
-        Ok(Self { base_score: j.base_score, trees, cache })
+        Ok(Self { trees, cache })
     }
 
     /// Tree inputs of a query on `rpu`.
@@ -136,25 +90,7 @@ impl Stage {
             return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", rpu));
         }
         let x = Self::inputs(text, rpu)?;
-        let mut y = self.base_score;
-        for t in &self.trees {
-            let mut k = 0usize;
-            loop {
-                let n = &t[k];
-                if n.split < 0 {
-                    y += n.value;
-                    break;
-                }
-                let v = x[n.split as usize];
-                k = if v.is_nan() {
-                    if n.default_left { n.left } else { n.right }
-                } else if v < n.threshold {
-                    n.left
-                } else {
-                    n.right
-                } as usize;
-            }
-        }
+        let y = self.trees.eval(&x);
         Ok((y as f64).exp())
     }
 
