@@ -16,8 +16,6 @@
 
 use std::collections::BTreeMap;
 
-use rayon::prelude::*;
-
 use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{candidates, Event, RoundRobin, Router};
@@ -250,8 +248,26 @@ impl AutoSloRouter {
             Ok(Candidate { cluster: c.id, delta_violations: v_after - v_before, delta_cost: k_after - k_before, prediction, guarded, cf: Some(cf) })
         };
         let total: usize = cands.iter().map(|c| books[&c.id].queries.len()).sum();
-        if cands.len() > 1 && total >= 64 {
-            cands.par_iter().map(eval).collect()
+        let threads = rayon::current_num_threads().min(cands.len());
+        if threads > 1 && total >= 64 {
+            // One chunk of clusters per thread; the calling thread evaluates the first chunk itself
+            // instead of blocking while the pool works (a pool round trip costs tens of µs).
+            let chunk = cands.len().div_ceil(threads);
+            let mut parts: Vec<Option<Result<Vec<Candidate>>>> = (0..cands.len().div_ceil(chunk)).map(|_| None).collect();
+            let (mine, others) = parts.split_first_mut().expect("at least one chunk");
+            let mut chunks = cands.chunks(chunk);
+            let first = chunks.next().expect("at least one chunk");
+            rayon::in_place_scope(|s| {
+                for (slot, part) in others.iter_mut().zip(chunks) {
+                    s.spawn(move |_| *slot = Some(part.iter().map(eval).collect()));
+                }
+                *mine = Some(first.iter().map(eval).collect());
+            });
+            let mut out = Vec::with_capacity(cands.len());
+            for p in parts {
+                out.extend(p.expect("every chunk ran")?);
+            }
+            Ok(out)
         } else {
             cands.iter().map(eval).collect()
         }

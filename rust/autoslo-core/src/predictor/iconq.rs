@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use super::features::INTERACTION_DIM;
+use super::features::{INTERACTION_DIM, QUERY_DIM};
 use crate::error::{AutoSloError, Result};
 
 /// Recurrent state (hidden and cell vectors) of one LSTM sequence.
@@ -47,11 +47,45 @@ pub trait Kernel: Send + Sync {
         }
         xs.iter().zip(states.iter_mut()).try_for_each(|(x, st)| self.after_step(x, st))
     }
+    /// A query's share of the first layer in the target and neighbour roles, for kernels that
+    /// split it (then `*_with_parts` skip the query-feature part of every interaction vector).
+    fn embed_parts(&self, _f: &[f32; QUERY_DIM]) -> Option<EmbedParts> {
+        None
+    }
+    /// [`Kernel::before`] given each vector's (target, neighbour) [`EmbedParts`].
+    fn before_with_parts(&self, xs: &[[f32; INTERACTION_DIM]], _parts: &[(&EmbedParts, &EmbedParts)]) -> Result<LstmState> {
+        self.before(xs)
+    }
+    /// [`Kernel::after_steps`] given each vector's (target, neighbour) [`EmbedParts`].
+    fn after_steps_with_parts(&self, xs: &[[f32; INTERACTION_DIM]], _parts: &[(&EmbedParts, &EmbedParts)], states: &mut [LstmState]) -> Result<()> {
+        self.after_steps(xs, states)
+    }
     /// ln of the predicted latency from the two hidden states and ln ℓ̂q.
     fn head(&self, h_before: &[f32], h_after: &[f32], ln_stage: f32) -> Result<f32>;
+    /// What [`Kernel::head_with_prefix`] needs of `h_before`, computed once per query (a running
+    /// query's before state never changes). By default `h_before` itself.
+    fn head_prefix(&self, h_before: &[f32]) -> Result<Vec<f32>> {
+        Ok(h_before.to_vec())
+    }
+    /// [`Kernel::head`] from a cached [`Kernel::head_prefix`]; equal to `head` to the bit.
+    fn head_with_prefix(&self, prefix: &[f32], h_after: &[f32], ln_stage: f32) -> Result<f32> {
+        self.head(prefix, h_after, ln_stage)
+    }
     /// A short name for reports ("native", "tch").
     fn name(&self) -> &'static str;
 }
+
+/// A query's pre-activation share of the embedding layer: its features (normalised) times the
+/// layer's target-role and neighbour-role weight blocks. An interaction vector's embedding is
+/// then bias + target part of the target + neighbour part of the neighbour + the pair features' part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbedParts {
+    pub target: Vec<f32>,
+    pub neighbour: Vec<f32>,
+}
+
+/// (target, neighbour) parts of each interaction vector of a sequence, if the kernel splits.
+type Pairs<'a> = Option<&'a [(&'a EmbedParts, &'a EmbedParts)]>;
 
 /// Predict ln latency from whole neighbour sequences (the non-incremental path).
 pub fn predict_sequence(k: &dyn Kernel, before_and_self: &[[f32; INTERACTION_DIM]], after: &[[f32; INTERACTION_DIM]], ln_stage: f32) -> Result<f32> {
@@ -304,20 +338,48 @@ impl NativeKernel {
 
     /// Normalise and embed one interaction vector into `e` (length `emb`).
     #[inline(always)]
-    fn embed<M: MulAdd>(&self, x: &[f32; INTERACTION_DIM], z: &mut [f32; INTERACTION_DIM], e: &mut [f32]) {
-        for k in 0..INTERACTION_DIM {
-            z[k] = (x[k] - self.mu[k]) * self.inv_sigma[k];
+    fn embed<M: MulAdd>(&self, x: &[f32; INTERACTION_DIM], pair: Option<(&EmbedParts, &EmbedParts)>, z: &mut [f32; INTERACTION_DIM], e: &mut [f32]) {
+        match pair {
+            None => {
+                for k in 0..INTERACTION_DIM {
+                    z[k] = (x[k] - self.mu[k]) * self.inv_sigma[k];
+                }
+                e.copy_from_slice(&self.emb_b);
+                axpy_rows::<M>(e, &self.emb_w_t, z);
+            }
+            Some((t, n)) => {
+                for k in PAIR_FROM..INTERACTION_DIM {
+                    z[k] = (x[k] - self.mu[k]) * self.inv_sigma[k];
+                }
+                for (((o, &b), &a), &c) in e.iter_mut().zip(&self.emb_b).zip(&t.target).zip(&n.neighbour) {
+                    *o = b + a + c;
+                }
+                axpy_rows::<M>(e, &self.emb_w_t[PAIR_FROM * self.emb..], &z[PAIR_FROM..]);
+            }
         }
-        e.copy_from_slice(&self.emb_b);
-        axpy_rows::<M>(e, &self.emb_w_t, z);
         e.iter_mut().for_each(|v| *v = v.max(0.0));
+    }
+
+    #[inline(always)]
+    fn embed_parts_impl<M: MulAdd>(&self, f: &[f32; QUERY_DIM]) -> EmbedParts {
+        let mut parts = [vec![0f32; self.emb], vec![0f32; self.emb]];
+        let mut z = [0f32; QUERY_DIM];
+        for (role, out) in parts.iter_mut().enumerate() {
+            let off = role * QUERY_DIM;
+            for (k, zk) in z.iter_mut().enumerate() {
+                *zk = (f[k] - self.mu[off + k]) * self.inv_sigma[off + k];
+            }
+            axpy_rows::<M>(out, &self.emb_w_t[off * self.emb..(off + QUERY_DIM) * self.emb], &z);
+        }
+        let [target, neighbour] = parts;
+        EmbedParts { target, neighbour }
     }
 
     /// Embed `x` and take one step of `l` (gate order i, f, g, o).
     #[inline(always)]
-    fn step<M: MulAdd>(&self, l: &Lstm, x: &[f32; INTERACTION_DIM], st: &mut LstmState, s: &mut Scratch) {
+    fn step<M: MulAdd>(&self, l: &Lstm, x: &[f32; INTERACTION_DIM], pair: Option<(&EmbedParts, &EmbedParts)>, st: &mut LstmState, s: &mut Scratch) {
         let h = self.hidden;
-        self.embed::<M>(x, &mut s.z, &mut s.e);
+        self.embed::<M>(x, pair, &mut s.z, &mut s.e);
         s.gates.copy_from_slice(&l.b);
         axpy_rows::<M>(&mut s.gates, &l.w_t[..self.emb * 4 * h], &s.e);
         axpy_rows::<M>(&mut s.gates, &l.w_t[self.emb * 4 * h..], &st.h);
@@ -345,7 +407,7 @@ impl NativeKernel {
 
     /// After-LSTM steps of `BATCH` independent queries, reading each weight row once for all of them.
     #[inline(always)]
-    fn step_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState], s: &mut Scratch) {
+    fn step_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState], s: &mut Scratch) {
         const T: usize = 16;
         let (e, h) = (self.emb, self.hidden);
         let (k, n) = (e + h, 4 * h);
@@ -354,7 +416,7 @@ impl NativeKernel {
         s.gb.resize(BATCH * n, 0.0);
         // Inputs interleaved by row (v[kk·BATCH + b]): one weight row meets the whole batch at once.
         for b in 0..BATCH {
-            self.embed::<M>(&xs[b], &mut s.z, &mut s.e);
+            self.embed::<M>(&xs[b], pairs.map(|p| p[b]), &mut s.z, &mut s.e);
             for (kk, &x) in s.e.iter().chain(&sts[b].h).enumerate() {
                 s.v[kk * BATCH + b] = x;
             }
@@ -389,81 +451,131 @@ impl NativeKernel {
     }
 
     #[inline(always)]
-    fn after_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
+    fn after_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
         let mut s = Scratch::new(self);
         let full = xs.len() / BATCH * BATCH;
-        for (xc, sc) in xs[..full].chunks_exact(BATCH).zip(sts[..full].chunks_exact_mut(BATCH)) {
-            self.step_batch::<M>(xc, sc, &mut s);
+        for (c, (xc, sc)) in xs[..full].chunks_exact(BATCH).zip(sts[..full].chunks_exact_mut(BATCH)).enumerate() {
+            self.step_batch::<M>(xc, pairs.map(|p| &p[c * BATCH..(c + 1) * BATCH]), sc, &mut s);
         }
-        for (x, st) in xs[full..].iter().zip(&mut sts[full..]) {
-            self.step::<M>(&self.after, x, st, &mut s);
+        for (i, (x, st)) in xs.iter().zip(sts.iter_mut()).enumerate().skip(full) {
+            self.step::<M>(&self.after, x, pairs.map(|p| p[i]), st, &mut s);
         }
     }
 
-    fn after_batch_dispatch(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
+    fn after_batch_dispatch(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
         #[cfg(target_arch = "x86_64")]
         match self.simd {
             // SAFETY: `self.simd` names instruction sets `is_x86_feature_detected!` found on this
             // CPU (see `detect_simd`), which are exactly what these entry points are compiled for.
-            Simd::Avx2Fma => return unsafe { self.after_batch_fma(xs, sts) },
+            Simd::Avx2Fma => return unsafe { self.after_batch_fma(xs, pairs, sts) },
             Simd::Portable => {}
         }
-        self.after_batch::<Plain>(xs, sts);
+        self.after_batch::<Plain>(xs, pairs, sts);
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn after_batch_fma(&self, xs: &[[f32; INTERACTION_DIM]], sts: &mut [LstmState]) {
-        self.after_batch::<Fused>(xs, sts)
+    unsafe fn after_batch_fma(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
+        self.after_batch::<Fused>(xs, pairs, sts)
     }
 
     #[inline(always)]
-    fn run<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
+    fn run<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) {
         let mut s = Scratch::new(self);
-        for x in xs {
-            self.step::<M>(l, x, st, &mut s);
+        for (i, x) in xs.iter().enumerate() {
+            self.step::<M>(l, x, pairs.map(|p| p[i]), st, &mut s);
         }
     }
 
+    /// First head layer's bias plus its `h_before` part.
     #[inline(always)]
-    fn head_impl<M: MulAdd>(&self, hb: &[f32], ha: &[f32]) -> f32 {
+    fn head_prefix_impl<M: MulAdd>(&self, hb: &[f32]) -> Vec<f32> {
         let mut a = self.head1_b.clone();
         axpy_rows::<M>(&mut a, &self.head1_w_t[..self.hidden * self.head_hidden], hb);
+        a
+    }
+
+    /// The head from its prefix: add the `h_after` part, ReLU, output layer.
+    #[inline(always)]
+    fn head_rest<M: MulAdd>(&self, mut a: Vec<f32>, ha: &[f32]) -> f32 {
         axpy_rows::<M>(&mut a, &self.head1_w_t[self.hidden * self.head_hidden..], ha);
         a.iter().zip(&self.head2_w).fold(self.head2_b, |acc, (v, w)| M::madd(v.max(0.0), *w, acc))
     }
 
+    #[inline(always)]
+    fn head_impl<M: MulAdd>(&self, hb: Option<&[f32]>, prefix: Option<&[f32]>, ha: &[f32]) -> f32 {
+        let a = match (hb, prefix) {
+            (_, Some(p)) => p.to_vec(),
+            (Some(hb), None) => self.head_prefix_impl::<M>(hb),
+            (None, None) => self.head1_b.clone(),
+        };
+        self.head_rest::<M>(a, ha)
+    }
+
     /// Run `l` over `xs` from `st`, with the widest instruction set the CPU has.
-    fn run_dispatch(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
+    fn run_dispatch(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) {
         #[cfg(target_arch = "x86_64")]
         match self.simd {
             // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.run_fma(l, xs, st) },
+            Simd::Avx2Fma => return unsafe { self.run_fma(l, xs, pairs, st) },
             Simd::Portable => {}
         }
-        self.run::<Plain>(l, xs, st);
+        self.run::<Plain>(l, xs, pairs, st);
     }
 
-    fn head_dispatch(&self, hb: &[f32], ha: &[f32]) -> f32 {
+    fn embed_parts_dispatch(&self, f: &[f32; QUERY_DIM]) -> EmbedParts {
         #[cfg(target_arch = "x86_64")]
         match self.simd {
             // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.head_fma(hb, ha) },
+            Simd::Avx2Fma => return unsafe { self.embed_parts_fma(f) },
             Simd::Portable => {}
         }
-        self.head_impl::<Plain>(hb, ha)
+        self.embed_parts_impl::<Plain>(f)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn run_fma(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], st: &mut LstmState) {
-        self.run::<Fused>(l, xs, st)
+    unsafe fn embed_parts_fma(&self, f: &[f32; QUERY_DIM]) -> EmbedParts {
+        self.embed_parts_impl::<Fused>(f)
+    }
+
+    /// The head from `hb` or from a cached prefix of it (see [`Kernel::head_prefix`]).
+    fn head_dispatch(&self, hb: Option<&[f32]>, prefix: Option<&[f32]>, ha: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        match self.simd {
+            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
+            Simd::Avx2Fma => return unsafe { self.head_fma(hb, prefix, ha) },
+            Simd::Portable => {}
+        }
+        self.head_impl::<Plain>(hb, prefix, ha)
+    }
+
+    fn head_prefix_dispatch(&self, hb: &[f32]) -> Vec<f32> {
+        #[cfg(target_arch = "x86_64")]
+        match self.simd {
+            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
+            Simd::Avx2Fma => return unsafe { self.head_prefix_fma(hb) },
+            Simd::Portable => {}
+        }
+        self.head_prefix_impl::<Plain>(hb)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn head_fma(&self, hb: &[f32], ha: &[f32]) -> f32 {
-        self.head_impl::<Fused>(hb, ha)
+    unsafe fn run_fma(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) {
+        self.run::<Fused>(l, xs, pairs, st)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn head_fma(&self, hb: Option<&[f32]>, prefix: Option<&[f32]>, ha: &[f32]) -> f32 {
+        self.head_impl::<Fused>(hb, prefix, ha)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn head_prefix_fma(&self, hb: &[f32]) -> Vec<f32> {
+        self.head_prefix_impl::<Fused>(hb)
     }
 
     /// The instruction sets in use.
@@ -479,6 +591,8 @@ impl NativeKernel {
 
 /// Queries per batched after-step.
 const BATCH: usize = 4;
+/// First interaction feature that belongs to the pair (timing and size), not to either query.
+const PAIR_FROM: usize = 2 * QUERY_DIM;
 
 /// Per-call buffers of a step.
 struct Scratch {
@@ -496,6 +610,28 @@ impl Scratch {
     }
 }
 
+impl NativeKernel {
+    fn check_states(&self, n: usize, states: &[LstmState]) -> Result<()> {
+        if n != states.len() {
+            return Err(AutoSloError::InvalidConfig(format!("{n} inputs for {} states", states.len())));
+        }
+        if let Some(st) = states.iter().find(|st| st.h.len() != self.hidden || st.c.len() != self.hidden) {
+            return Err(AutoSloError::InvalidConfig(format!("LSTM state of size {} for a model of hidden size {}", st.h.len(), self.hidden)));
+        }
+        Ok(())
+    }
+
+    fn check_parts(&self, n: usize, parts: &[(&EmbedParts, &EmbedParts)]) -> Result<()> {
+        if n != parts.len() {
+            return Err(AutoSloError::InvalidConfig(format!("{n} inputs for {} embedding parts", parts.len())));
+        }
+        if parts.iter().any(|(t, m)| t.target.len() != self.emb || m.neighbour.len() != self.emb) {
+            return Err(AutoSloError::InvalidConfig(format!("embedding parts not of this model's size {}", self.emb)));
+        }
+        Ok(())
+    }
+}
+
 impl Kernel for NativeKernel {
     fn hidden(&self) -> usize {
         self.hidden
@@ -503,26 +639,39 @@ impl Kernel for NativeKernel {
 
     fn before(&self, xs: &[[f32; INTERACTION_DIM]]) -> Result<LstmState> {
         let mut st = LstmState::zeros(self.hidden);
-        self.run_dispatch(&self.before, xs, &mut st);
+        self.run_dispatch(&self.before, xs, None, &mut st);
         Ok(st)
+    }
+
+    fn embed_parts(&self, f: &[f32; QUERY_DIM]) -> Option<EmbedParts> {
+        Some(self.embed_parts_dispatch(f))
+    }
+
+    fn before_with_parts(&self, xs: &[[f32; INTERACTION_DIM]], parts: &[(&EmbedParts, &EmbedParts)]) -> Result<LstmState> {
+        self.check_parts(xs.len(), parts)?;
+        let mut st = LstmState::zeros(self.hidden);
+        self.run_dispatch(&self.before, xs, Some(parts), &mut st);
+        Ok(st)
+    }
+
+    fn after_steps_with_parts(&self, xs: &[[f32; INTERACTION_DIM]], parts: &[(&EmbedParts, &EmbedParts)], states: &mut [LstmState]) -> Result<()> {
+        self.check_parts(xs.len(), parts)?;
+        self.check_states(xs.len(), states)?;
+        self.after_batch_dispatch(xs, Some(parts), states);
+        Ok(())
     }
 
     fn after_step(&self, x: &[f32; INTERACTION_DIM], st: &mut LstmState) -> Result<()> {
         if st.h.len() != self.hidden || st.c.len() != self.hidden {
             return Err(AutoSloError::InvalidConfig(format!("LSTM state of size {} for a model of hidden size {}", st.h.len(), self.hidden)));
         }
-        self.run_dispatch(&self.after, std::slice::from_ref(x), st);
+        self.run_dispatch(&self.after, std::slice::from_ref(x), None, st);
         Ok(())
     }
 
     fn after_steps(&self, xs: &[[f32; INTERACTION_DIM]], states: &mut [LstmState]) -> Result<()> {
-        if xs.len() != states.len() {
-            return Err(AutoSloError::InvalidConfig(format!("{} inputs for {} states", xs.len(), states.len())));
-        }
-        if let Some(st) = states.iter().find(|st| st.h.len() != self.hidden || st.c.len() != self.hidden) {
-            return Err(AutoSloError::InvalidConfig(format!("LSTM state of size {} for a model of hidden size {}", st.h.len(), self.hidden)));
-        }
-        self.after_batch_dispatch(xs, states);
+        self.check_states(xs.len(), states)?;
+        self.after_batch_dispatch(xs, None, states);
         Ok(())
     }
 
@@ -530,7 +679,21 @@ impl Kernel for NativeKernel {
         if hb.len() != self.hidden || ha.len() != self.hidden {
             return Err(AutoSloError::InvalidConfig(format!("hidden states of size {}/{} for a model of hidden size {}", hb.len(), ha.len(), self.hidden)));
         }
-        Ok(ln_stage + self.head_dispatch(hb, ha))
+        Ok(ln_stage + self.head_dispatch(Some(hb), None, ha))
+    }
+
+    fn head_prefix(&self, hb: &[f32]) -> Result<Vec<f32>> {
+        if hb.len() != self.hidden {
+            return Err(AutoSloError::InvalidConfig(format!("hidden state of size {} for a model of hidden size {}", hb.len(), self.hidden)));
+        }
+        Ok(self.head_prefix_dispatch(hb))
+    }
+
+    fn head_with_prefix(&self, prefix: &[f32], ha: &[f32], ln_stage: f32) -> Result<f32> {
+        if prefix.len() != self.head_hidden || ha.len() != self.hidden {
+            return Err(AutoSloError::InvalidConfig(format!("head prefix of size {} / hidden state of size {} for a model of sizes {}/{}", prefix.len(), ha.len(), self.head_hidden, self.hidden)));
+        }
+        Ok(ln_stage + self.head_dispatch(None, Some(prefix), ha))
     }
 
     fn name(&self) -> &'static str {

@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 
 use super::features::{interaction, FeatureOptions, QueryFeatures, INTERACTION_DIM};
-use super::iconq::{Kernel, LstmState};
+use super::iconq::{EmbedParts, Kernel, LstmState};
 use crate::error::{AutoSloError, Result};
 
 /// Above this many running queries the after-steps run in parallel.
@@ -26,6 +26,10 @@ pub struct RunningQuery {
     pub query: QueryFeatures,
     /// Final hidden state of the before-LSTM (fixed once the query arrived).
     pub h_before: Vec<f32>,
+    /// The kernel's head prefix of `h_before` ([`Kernel::head_prefix`]), cached.
+    pub head_prefix: Vec<f32>,
+    /// The query's embedding-layer parts, if the kernel splits the layer ([`Kernel::embed_parts`]).
+    pub parts: Option<EmbedParts>,
     /// After-LSTM state after ingesting every later arrival so far.
     pub after: LstmState,
     /// ln of the current latency prediction (s).
@@ -43,6 +47,7 @@ impl RunningQuery {
 #[derive(Debug, Clone)]
 pub struct Counterfactual {
     generation: u64,
+    kernel: &'static str,
     /// The new query with its state.
     pub query: RunningQuery,
     /// New (after state, ln prediction) of each running query, in the cluster's order.
@@ -76,6 +81,8 @@ pub struct ClusterState {
     opts: FeatureOptions,
     running: Vec<RunningQuery>,
     generation: u64,
+    /// The kernel the running queries' cached states come from (they are kernel-specific).
+    kernel: Option<&'static str>,
 }
 
 impl ClusterState {
@@ -84,7 +91,7 @@ impl ClusterState {
         if size == 0 {
             return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", size));
         }
-        Ok(Self { size, opts, running: Vec::new(), generation: 0 })
+        Ok(Self { size, opts, running: Vec::new(), generation: 0, kernel: None })
     }
 
     pub fn size(&self) -> u32 {
@@ -114,19 +121,31 @@ impl ClusterState {
                 )));
             }
         }
+        if let Some(name) = self.kernel.filter(|&n| n != k.name() && !self.running.is_empty()) {
+            return Err(AutoSloError::InvalidConfig(format!("this cluster's running queries were predicted by the `{name}` kernel, not `{}`", k.name())));
+        }
         if self.running.iter().any(|r| r.query.id == q.id) {
             return Err(AutoSloError::InvalidConfig(format!("query {} is already running on this cluster", q.id)));
         }
         let (size, opts) = (self.size, self.opts);
+        // The kernel's embedding parts of q, used only if every running query has its own too.
+        let q_parts = k.embed_parts(&q.f).filter(|_| self.running.iter().all(|r| r.parts.is_some()));
         let before = || -> Result<RunningQuery> {
             let mut xs = vec![[0f32; INTERACTION_DIM]; self.running.len() + 1];
             for (x, r) in xs.iter_mut().zip(&self.running) {
                 interaction(&q, &r.query, size, opts, x);
             }
             interaction(&q, &q, size, opts, xs.last_mut().expect("non-empty"));
-            let st = k.before(&xs)?;
-            let ln_pred = k.head(&st.h, &st.h, q.f[q.f.len() - 1])?;
-            Ok(RunningQuery { query: q, h_before: st.h.clone(), after: st, ln_pred })
+            let st = match &q_parts {
+                Some(qp) => {
+                    let pairs: Vec<(&EmbedParts, &EmbedParts)> = self.running.iter().map(|r| (qp, r.parts.as_ref().expect("checked above"))).chain([(qp, qp)]).collect();
+                    k.before_with_parts(&xs, &pairs)?
+                }
+                None => k.before(&xs)?,
+            };
+            let head_prefix = k.head_prefix(&st.h)?;
+            let ln_pred = k.head_with_prefix(&head_prefix, &st.h, q.f[q.f.len() - 1])?;
+            Ok(RunningQuery { query: q, h_before: st.h.clone(), head_prefix, parts: q_parts.clone(), after: st, ln_pred })
         };
         // After-steps of the running queries, batched through the kernel in chunks (parallel when many).
         let update = |rs: &[RunningQuery]| -> Result<Vec<(LstmState, f32)>> {
@@ -135,11 +154,17 @@ impl ClusterState {
                 interaction(&r.query, &q, size, opts, x);
             }
             let mut sts: Vec<LstmState> = rs.iter().map(|r| r.after.clone()).collect();
-            k.after_steps(&xs, &mut sts)?;
+            match &q_parts {
+                Some(qp) => {
+                    let pairs: Vec<(&EmbedParts, &EmbedParts)> = rs.iter().map(|r| (r.parts.as_ref().expect("checked above"), qp)).collect();
+                    k.after_steps_with_parts(&xs, &pairs, &mut sts)?
+                }
+                None => k.after_steps(&xs, &mut sts)?,
+            }
             rs.iter()
                 .zip(sts)
                 .map(|(r, st)| {
-                    let l = k.head(&r.h_before, &st.h, r.query.f[r.query.f.len() - 1])?;
+                    let l = k.head_with_prefix(&r.head_prefix, &st.h, r.query.f[r.query.f.len() - 1])?;
                     Ok((st, l))
                 })
                 .collect()
@@ -150,7 +175,7 @@ impl ClusterState {
         } else {
             (before()?, update(&self.running)?)
         };
-        Ok(Counterfactual { generation: self.generation, query, updated })
+        Ok(Counterfactual { generation: self.generation, kernel: k.name(), query, updated })
     }
 
     /// Apply a counterfactual computed from this exact state.
@@ -163,6 +188,7 @@ impl ClusterState {
             r.ln_pred = l;
         }
         self.running.push(cf.query);
+        self.kernel = Some(cf.kernel);
         self.generation += 1;
         Ok(())
     }

@@ -210,6 +210,16 @@ impl Predictor {
             let stepped = iconq::predict_sequence(self.tch.as_ref(), &before, &after, ln_stage)?;
             let batched = self.tch.forward_one(&before, &after, ln_stage)?;
             worst = worst.max((native - stepped).abs()).max((native - batched).abs());
+            // The served path: the same arrivals through the incremental state (cached head
+            // prefixes, split embeddings), which only Iconq+'s chronological after-order allows.
+            if self.meta.after_chronological {
+                let mut c = self.cluster(size)?;
+                for q in &qs {
+                    c.add_arrival(self.native.as_ref(), *q)?;
+                }
+                let served = c.running()[nb].ln_pred;
+                worst = worst.max((served - stepped).abs());
+            }
             if !native.is_finite() {
                 return Err(AutoSloError::model(self.dir.display(), "prediction is not finite"));
             }
