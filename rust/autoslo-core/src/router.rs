@@ -20,7 +20,7 @@ use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{candidates, Event, RoundRobin, Router};
 use crate::error::{AutoSloError, Result};
-use crate::predictor::{ClusterState, Counterfactual, Predictor};
+use crate::predictor::{ClusterState, Counterfactual, Predictor, QueryFeatures};
 use crate::rng::Rng;
 use crate::workload::Query;
 
@@ -227,13 +227,11 @@ impl AutoSloRouter {
             self.book(c)?;
         }
         let (p, billing, books, h) = (&self.predictor, &self.billing, &self.books.books, self.slo_headroom);
-        let eval = |c: &ClusterInfo| -> Result<Candidate> {
+        // Lines 2–14 for one cluster, given its counterfactual.
+        let candidate = |c: &ClusterInfo, qf: &QueryFeatures, cf: Counterfactual| -> Result<Candidate> {
             let b = &books[&c.id];
             let v_before = b.queries.iter().filter(|q| q.violates(h)).count() as i64;
             let k_before = cluster_cost_until_drained(&b.timer, billing, b.size, None, b.drain_at(now))?;
-            let qf = p.query(query.id, query.text, now, b.size)?;
-            let model = b.model.as_ref().expect("autoslo books carry a model");
-            let cf = model.counterfactual(p.kernel(), qf)?;
             // The routed query has no after-neighbours yet: Iconq+ through the at-arrival correction.
             let prediction = p.at_arrival(cf.prediction(), qf.stage_s, b.size, b.queries.len()) + wait(now, c);
             // Monotonicity guard (lines 6–8): never lower a prediction, never below the elapsed time.
@@ -247,6 +245,18 @@ impl AutoSloRouter {
             let k_after = cluster_cost_until_drained(&b.timer, billing, b.size, Some(now), drain)?;
             Ok(Candidate { cluster: c.id, delta_violations: v_after - v_before, delta_cost: k_after - k_before, prediction, guarded, cf: Some(cf) })
         };
+        // A chunk of clusters: the counterfactuals together (line 5's single batch), then each candidate.
+        let eval = |cs: &[ClusterInfo]| -> Result<Vec<Candidate>> {
+            let qfs = cs.iter().map(|c| p.query(query.id, query.text, now, books[&c.id].size)).collect::<Result<Vec<_>>>()?;
+            let cfs = if let ([c], [qf]) = (cs, qfs.as_slice()) {
+                // One cluster: its own counterfactual (which parallelises within a large cluster).
+                vec![books[&c.id].model.as_ref().expect("autoslo books carry a model").counterfactual(p.kernel(), *qf)?]
+            } else {
+                let models: Vec<&ClusterState> = cs.iter().map(|c| books[&c.id].model.as_ref().expect("autoslo books carry a model")).collect();
+                ClusterState::counterfactuals(&models, p.kernel(), &qfs)?
+            };
+            cs.iter().zip(&qfs).zip(cfs).map(|((c, qf), cf)| candidate(c, qf, cf)).collect()
+        };
         let total: usize = cands.iter().map(|c| books[&c.id].queries.len()).sum();
         let threads = rayon::current_num_threads().min(cands.len());
         if threads > 1 && total >= 64 {
@@ -259,9 +269,9 @@ impl AutoSloRouter {
             let first = chunks.next().expect("at least one chunk");
             rayon::in_place_scope(|s| {
                 for (slot, part) in others.iter_mut().zip(chunks) {
-                    s.spawn(move |_| *slot = Some(part.iter().map(eval).collect()));
+                    s.spawn(move |_| *slot = Some(eval(part)));
                 }
-                *mine = Some(first.iter().map(eval).collect());
+                *mine = Some(eval(first));
             });
             let mut out = Vec::with_capacity(cands.len());
             for p in parts {
@@ -269,7 +279,7 @@ impl AutoSloRouter {
             }
             Ok(out)
         } else {
-            cands.iter().map(eval).collect()
+            eval(&cands)
         }
     }
 

@@ -60,6 +60,17 @@ pub trait Kernel: Send + Sync {
     fn after_steps_with_parts(&self, xs: &[[f32; INTERACTION_DIM]], _parts: &[(&EmbedParts, &EmbedParts)], states: &mut [LstmState]) -> Result<()> {
         self.after_steps(xs, states)
     }
+    /// Before passes of several independent sequences (e.g. one query on several clusters),
+    /// batched where the kernel can; equal to one [`Kernel::before_with_parts`] / [`Kernel::before`]
+    /// per sequence.
+    fn before_many(&self, seqs: &[Seq<'_>]) -> Result<Vec<LstmState>> {
+        seqs.iter()
+            .map(|(xs, parts)| match parts {
+                Some(p) => self.before_with_parts(xs, p),
+                None => self.before(xs),
+            })
+            .collect()
+    }
     /// ln of the predicted latency from the two hidden states and ln ℓ̂q.
     fn head(&self, h_before: &[f32], h_after: &[f32], ln_stage: f32) -> Result<f32>;
     /// What [`Kernel::head_with_prefix`] needs of `h_before`, computed once per query (a running
@@ -86,6 +97,8 @@ pub struct EmbedParts {
 
 /// (target, neighbour) parts of each interaction vector of a sequence, if the kernel splits.
 type Pairs<'a> = Option<&'a [(&'a EmbedParts, &'a EmbedParts)]>;
+/// One before-sequence: its interaction vectors and, if the kernel splits, their parts.
+pub type Seq<'a> = (&'a [[f32; INTERACTION_DIM]], Pairs<'a>);
 
 /// Predict ln latency from whole neighbour sequences (the non-incremental path).
 pub fn predict_sequence(k: &dyn Kernel, before_and_self: &[[f32; INTERACTION_DIM]], after: &[[f32; INTERACTION_DIM]], ln_stage: f32) -> Result<f32> {
@@ -407,11 +420,10 @@ impl NativeKernel {
 
     /// After-LSTM steps of `BATCH` independent queries, reading each weight row once for all of them.
     #[inline(always)]
-    fn step_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState], s: &mut Scratch) {
+    fn step_batch<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState], s: &mut Scratch) {
         const T: usize = 16;
         let (e, h) = (self.emb, self.hidden);
         let (k, n) = (e + h, 4 * h);
-        let l = &self.after;
         s.v.resize(BATCH * k, 0.0);
         s.gb.resize(BATCH * n, 0.0);
         // Inputs interleaved by row (v[kk·BATCH + b]): one weight row meets the whole batch at once.
@@ -455,7 +467,7 @@ impl NativeKernel {
         let mut s = Scratch::new(self);
         let full = xs.len() / BATCH * BATCH;
         for (c, (xc, sc)) in xs[..full].chunks_exact(BATCH).zip(sts[..full].chunks_exact_mut(BATCH)).enumerate() {
-            self.step_batch::<M>(xc, pairs.map(|p| &p[c * BATCH..(c + 1) * BATCH]), sc, &mut s);
+            self.step_batch::<M>(&self.after, xc, pairs.map(|p| &p[c * BATCH..(c + 1) * BATCH]), sc, &mut s);
         }
         for (i, (x, st)) in xs.iter().zip(sts.iter_mut()).enumerate().skip(full) {
             self.step::<M>(&self.after, x, pairs.map(|p| p[i]), st, &mut s);
@@ -477,6 +489,52 @@ impl NativeKernel {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn after_batch_fma(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
         self.after_batch::<Fused>(xs, pairs, sts)
+    }
+
+    /// Before passes of independent sequences in lockstep: while `BATCH` of them still have
+    /// inputs, one batched step serves them all (each weight row read once for the batch).
+    #[inline(always)]
+    fn before_lockstep<M: MulAdd>(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
+        let mut s = Scratch::new(self);
+        for (group, sts) in seqs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let common = if group.len() == BATCH { group.iter().map(|q| q.0.len()).min().unwrap_or(0) } else { 0 };
+            let mut xs = [[0f32; INTERACTION_DIM]; BATCH];
+            let all_parts = group.iter().all(|q| q.1.is_some());
+            for t in 0..common {
+                let mut pb: [Option<(&EmbedParts, &EmbedParts)>; BATCH] = [None; BATCH];
+                for (b, q) in group.iter().enumerate() {
+                    xs[b] = q.0[t];
+                    pb[b] = q.1.map(|p| p[t]);
+                }
+                if all_parts {
+                    let pairs: [(&EmbedParts, &EmbedParts); BATCH] = pb.map(|p| p.expect("checked: all sequences have parts"));
+                    self.step_batch::<M>(&self.before, &xs, Some(&pairs), sts, &mut s);
+                } else {
+                    self.step_batch::<M>(&self.before, &xs, None, sts, &mut s);
+                }
+            }
+            for (q, st) in group.iter().zip(sts.iter_mut()) {
+                for t in common..q.0.len() {
+                    self.step::<M>(&self.before, &q.0[t], q.1.map(|p| p[t]), st, &mut s);
+                }
+            }
+        }
+    }
+
+    fn before_lockstep_dispatch(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
+        #[cfg(target_arch = "x86_64")]
+        match self.simd {
+            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
+            Simd::Avx2Fma => return unsafe { self.before_lockstep_fma(seqs, out) },
+            Simd::Portable => {}
+        }
+        self.before_lockstep::<Plain>(seqs, out);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn before_lockstep_fma(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
+        self.before_lockstep::<Fused>(seqs, out)
     }
 
     #[inline(always)]
@@ -652,6 +710,17 @@ impl Kernel for NativeKernel {
         let mut st = LstmState::zeros(self.hidden);
         self.run_dispatch(&self.before, xs, Some(parts), &mut st);
         Ok(st)
+    }
+
+    fn before_many(&self, seqs: &[Seq<'_>]) -> Result<Vec<LstmState>> {
+        for (xs, parts) in seqs {
+            if let Some(p) = parts {
+                self.check_parts(xs.len(), p)?;
+            }
+        }
+        let mut out = vec![LstmState::zeros(self.hidden); seqs.len()];
+        self.before_lockstep_dispatch(seqs, &mut out);
+        Ok(out)
     }
 
     fn after_steps_with_parts(&self, xs: &[[f32; INTERACTION_DIM]], parts: &[(&EmbedParts, &EmbedParts)], states: &mut [LstmState]) -> Result<()> {

@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 
 use super::features::{interaction, FeatureOptions, QueryFeatures, INTERACTION_DIM};
-use super::iconq::{EmbedParts, Kernel, LstmState};
+use super::iconq::{EmbedParts, Kernel, LstmState, Seq};
 use crate::error::{AutoSloError, Result};
 
 /// Above this many running queries the after-steps run in parallel.
@@ -65,6 +65,13 @@ impl Counterfactual {
     }
 }
 
+/// The arriving query's running state from its before pass.
+fn finish_before(k: &dyn Kernel, q: QueryFeatures, st: LstmState, parts: Option<EmbedParts>) -> Result<RunningQuery> {
+    let head_prefix = k.head_prefix(&st.h)?;
+    let ln_pred = k.head_with_prefix(&head_prefix, &st.h, q.f[q.f.len() - 1])?;
+    Ok(RunningQuery { query: q, h_before: st.h.clone(), head_prefix, parts, after: st, ln_pred })
+}
+
 /// Predictions after an arrival was committed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrivalUpdate {
@@ -113,6 +120,54 @@ impl ClusterState {
 
     /// Predict `q` on this cluster and update the running queries, without committing.
     pub fn counterfactual(&self, k: &dyn Kernel, q: QueryFeatures) -> Result<Counterfactual> {
+        self.check_arrival(k, &q)?;
+        let q_parts = self.query_parts(k, &q);
+        let before = || -> Result<RunningQuery> {
+            let xs = self.before_inputs(&q);
+            let st = match &q_parts {
+                Some(qp) => k.before_with_parts(&xs, &self.before_pairs(qp))?,
+                None => k.before(&xs)?,
+            };
+            finish_before(k, q, st, q_parts.clone())
+        };
+        let (query, updated) = if self.running.len() >= PARALLEL_FROM {
+            let (a, b) = rayon::join(before, || self.running.par_chunks(CHUNK).map(|rs| self.updates(k, &q, q_parts.as_ref(), rs)).collect::<Result<Vec<_>>>());
+            (a?, b?.into_iter().flatten().collect())
+        } else {
+            (before()?, self.updates(k, &q, q_parts.as_ref(), &self.running)?)
+        };
+        Ok(Counterfactual { generation: self.generation, kernel: k.name(), query, updated })
+    }
+
+    /// [`ClusterState::counterfactual`] on several clusters at once (`qs[i]` is the query's
+    /// features on `states[i]`): the before passes run through [`Kernel::before_many`], so the
+    /// kernel can batch them. Equal to one `counterfactual` per cluster.
+    pub fn counterfactuals(states: &[&ClusterState], k: &dyn Kernel, qs: &[QueryFeatures]) -> Result<Vec<Counterfactual>> {
+        if states.len() != qs.len() {
+            return Err(AutoSloError::InvalidConfig(format!("{} clusters but {} query feature sets", states.len(), qs.len())));
+        }
+        for (c, q) in states.iter().zip(qs) {
+            c.check_arrival(k, q)?;
+        }
+        let parts: Vec<Option<EmbedParts>> = states.iter().zip(qs).map(|(c, q)| c.query_parts(k, q)).collect();
+        let inputs: Vec<Vec<[f32; INTERACTION_DIM]>> = states.iter().zip(qs).map(|(c, q)| c.before_inputs(q)).collect();
+        let pairs: Vec<Option<Vec<(&EmbedParts, &EmbedParts)>>> = states.iter().zip(&parts).map(|(c, qp)| qp.as_ref().map(|qp| c.before_pairs(qp))).collect();
+        let seqs: Vec<Seq<'_>> = inputs.iter().zip(&pairs).map(|(xs, p)| (xs.as_slice(), p.as_deref())).collect();
+        let befores = k.before_many(&seqs)?;
+        states
+            .iter()
+            .zip(qs)
+            .zip(parts)
+            .zip(befores)
+            .map(|(((c, q), qp), st)| {
+                let updated = c.updates(k, q, qp.as_ref(), &c.running)?;
+                let query = finish_before(k, *q, st, qp)?;
+                Ok(Counterfactual { generation: c.generation, kernel: k.name(), query, updated })
+            })
+            .collect()
+    }
+
+    fn check_arrival(&self, k: &dyn Kernel, q: &QueryFeatures) -> Result<()> {
         if let Some(last) = self.running.last() {
             if q.arrival < last.query.arrival {
                 return Err(AutoSloError::InvalidConfig(format!(
@@ -127,55 +182,49 @@ impl ClusterState {
         if self.running.iter().any(|r| r.query.id == q.id) {
             return Err(AutoSloError::InvalidConfig(format!("query {} is already running on this cluster", q.id)));
         }
-        let (size, opts) = (self.size, self.opts);
-        // The kernel's embedding parts of q, used only if every running query has its own too.
-        let q_parts = k.embed_parts(&q.f).filter(|_| self.running.iter().all(|r| r.parts.is_some()));
-        let before = || -> Result<RunningQuery> {
-            let mut xs = vec![[0f32; INTERACTION_DIM]; self.running.len() + 1];
-            for (x, r) in xs.iter_mut().zip(&self.running) {
-                interaction(&q, &r.query, size, opts, x);
+        Ok(())
+    }
+
+    /// The kernel's embedding parts of `q`, used only if every running query has its own too.
+    fn query_parts(&self, k: &dyn Kernel, q: &QueryFeatures) -> Option<EmbedParts> {
+        k.embed_parts(&q.f).filter(|_| self.running.iter().all(|r| r.parts.is_some()))
+    }
+
+    /// `q`'s before sequence: the running queries in arrival order, then `q` itself.
+    fn before_inputs(&self, q: &QueryFeatures) -> Vec<[f32; INTERACTION_DIM]> {
+        let mut xs = vec![[0f32; INTERACTION_DIM]; self.running.len() + 1];
+        for (x, r) in xs.iter_mut().zip(&self.running) {
+            interaction(q, &r.query, self.size, self.opts, x);
+        }
+        interaction(q, q, self.size, self.opts, xs.last_mut().expect("non-empty"));
+        xs
+    }
+
+    fn before_pairs<'a>(&'a self, qp: &'a EmbedParts) -> Vec<(&'a EmbedParts, &'a EmbedParts)> {
+        self.running.iter().map(|r| (qp, r.parts.as_ref().expect("query_parts checked every running query has parts"))).chain([(qp, qp)]).collect()
+    }
+
+    /// After-steps of running queries `rs` with `q` as their newest neighbour, and their new predictions.
+    fn updates(&self, k: &dyn Kernel, q: &QueryFeatures, q_parts: Option<&EmbedParts>, rs: &[RunningQuery]) -> Result<Vec<(LstmState, f32)>> {
+        let mut xs = vec![[0f32; INTERACTION_DIM]; rs.len()];
+        for (x, r) in xs.iter_mut().zip(rs) {
+            interaction(&r.query, q, self.size, self.opts, x);
+        }
+        let mut sts: Vec<LstmState> = rs.iter().map(|r| r.after.clone()).collect();
+        match q_parts {
+            Some(qp) => {
+                let pairs: Vec<(&EmbedParts, &EmbedParts)> = rs.iter().map(|r| (r.parts.as_ref().expect("query_parts checked every running query has parts"), qp)).collect();
+                k.after_steps_with_parts(&xs, &pairs, &mut sts)?
             }
-            interaction(&q, &q, size, opts, xs.last_mut().expect("non-empty"));
-            let st = match &q_parts {
-                Some(qp) => {
-                    let pairs: Vec<(&EmbedParts, &EmbedParts)> = self.running.iter().map(|r| (qp, r.parts.as_ref().expect("checked above"))).chain([(qp, qp)]).collect();
-                    k.before_with_parts(&xs, &pairs)?
-                }
-                None => k.before(&xs)?,
-            };
-            let head_prefix = k.head_prefix(&st.h)?;
-            let ln_pred = k.head_with_prefix(&head_prefix, &st.h, q.f[q.f.len() - 1])?;
-            Ok(RunningQuery { query: q, h_before: st.h.clone(), head_prefix, parts: q_parts.clone(), after: st, ln_pred })
-        };
-        // After-steps of the running queries, batched through the kernel in chunks (parallel when many).
-        let update = |rs: &[RunningQuery]| -> Result<Vec<(LstmState, f32)>> {
-            let mut xs = vec![[0f32; INTERACTION_DIM]; rs.len()];
-            for (x, r) in xs.iter_mut().zip(rs) {
-                interaction(&r.query, &q, size, opts, x);
-            }
-            let mut sts: Vec<LstmState> = rs.iter().map(|r| r.after.clone()).collect();
-            match &q_parts {
-                Some(qp) => {
-                    let pairs: Vec<(&EmbedParts, &EmbedParts)> = rs.iter().map(|r| (r.parts.as_ref().expect("checked above"), qp)).collect();
-                    k.after_steps_with_parts(&xs, &pairs, &mut sts)?
-                }
-                None => k.after_steps(&xs, &mut sts)?,
-            }
-            rs.iter()
-                .zip(sts)
-                .map(|(r, st)| {
-                    let l = k.head_with_prefix(&r.head_prefix, &st.h, r.query.f[r.query.f.len() - 1])?;
-                    Ok((st, l))
-                })
-                .collect()
-        };
-        let (query, updated) = if self.running.len() >= PARALLEL_FROM {
-            let (a, b) = rayon::join(before, || self.running.par_chunks(CHUNK).map(update).collect::<Result<Vec<_>>>());
-            (a?, b?.into_iter().flatten().collect())
-        } else {
-            (before()?, update(&self.running)?)
-        };
-        Ok(Counterfactual { generation: self.generation, kernel: k.name(), query, updated })
+            None => k.after_steps(&xs, &mut sts)?,
+        }
+        rs.iter()
+            .zip(sts)
+            .map(|(r, st)| {
+                let l = k.head_with_prefix(&r.head_prefix, &st.h, r.query.f[r.query.f.len() - 1])?;
+                Ok((st, l))
+            })
+            .collect()
     }
 
     /// Apply a counterfactual computed from this exact state.
@@ -223,6 +272,35 @@ mod tests {
 
     fn q(id: u64, t: f64) -> QueryFeatures {
         QueryFeatures::new(id, (id % 99 + 1) as u16, t, 2.0 + id as f64).unwrap()
+    }
+
+    #[test]
+    fn counterfactuals_on_many_clusters_equal_one_at_a_time() {
+        let k = NativeKernel::from_named(&random_params(8, 6, 5, 3), "t").unwrap();
+        let opts = FeatureOptions { size_features: true };
+        // Seven clusters with 0..13 running: a lockstep group of four with ragged lengths, then three.
+        let mut cs: Vec<ClusterState> = Vec::new();
+        let mut id = 0;
+        for (i, size) in [16u32, 32, 8, 16, 4, 32, 16].into_iter().enumerate() {
+            let mut c = ClusterState::new(size, opts).unwrap();
+            for _ in 0..(i * 2) {
+                c.add_arrival(&k, q(id, id as f64 * 0.3)).unwrap();
+                id += 1;
+            }
+            cs.push(c);
+        }
+        let qs: Vec<QueryFeatures> = cs.iter().map(|_| q(1000, 100.0)).collect();
+        let refs: Vec<&ClusterState> = cs.iter().collect();
+        let many = ClusterState::counterfactuals(&refs, &k, &qs).unwrap();
+        for ((c, qf), m) in cs.iter().zip(&qs).zip(&many) {
+            let one = c.counterfactual(&k, *qf).unwrap();
+            assert_eq!(m.query.ln_pred, one.query.ln_pred);
+            assert_eq!(m.query.after, one.query.after);
+            assert_eq!(m.updated, one.updated);
+        }
+        let mut c0 = cs[3].clone();
+        c0.commit(many[3].clone()).unwrap();
+        assert!(ClusterState::counterfactuals(&refs[..2], &k, &qs[..1]).is_err());
     }
 
     #[test]
