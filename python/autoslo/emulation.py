@@ -83,6 +83,15 @@ class EmulationResult:
 NEEDS_PREDICTOR = ("autoslo", "stage-cost", "least-work")
 
 
+def predictor_for(needed: bool, predictor: _core.Predictor | None) -> _core.Predictor | None:
+    """``predictor``, or the bundled Iconq+ if it is ``None`` and one is ``needed``."""
+    if predictor is None and needed:
+        from autoslo.predictor import load
+
+        return load()
+    return predictor
+
+
 def simulate(
     workload: pa.Table,
     clusters: Sequence[int],
@@ -102,10 +111,7 @@ def simulate(
 
     Same inputs and result as :func:`emulate`; it is what the autoscaler and policy tuner branch.
     """
-    if predictor is None:
-        from autoslo.predictor import load
-
-        predictor = load()
+    predictor = predictor_for(True, predictor)  # the simulator's completions come from it
     trace, cluster_table = _core.simulate(
         workload,
         list(clusters),
@@ -154,10 +160,7 @@ def emulate(
     through the control-plane interface. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
-    if predictor is None and routing in NEEDS_PREDICTOR:
-        from autoslo.predictor import load
-
-        predictor = load()
+    predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
     callback = None
     bar = None
     if progress:

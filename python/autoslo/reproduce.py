@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from autoslo import _core
-from autoslo.emulation import emulate
+from autoslo.emulation import NEEDS_PREDICTOR, emulate, predictor_for
 from autoslo.workloads import base_workload
 
 #: (λ, κ, cluster sizes) in the paper's column order.
@@ -56,10 +56,7 @@ def reproduce_router(
     seeds = [seed] if isinstance(seed, int) else list(seed)
     if not seeds:
         raise ValueError("give at least one seed")
-    if predictor is None and any(p != "round-robin" for p in policies):
-        from autoslo.predictor import load
-
-        predictor = load()
+    predictor = predictor_for(any(p in NEEDS_PREDICTOR for p in policies), predictor)
     rows = []
     for s in seeds:
         for lam, kappa, clusters in scenarios:

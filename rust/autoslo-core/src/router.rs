@@ -110,6 +110,12 @@ impl Book {
         Self { size, queries: Vec::new(), timer: BillingTimer::new(billing.minimum_s), model }
     }
 
+    /// Record a query routed here at `now` with its predicted latency.
+    fn place(&mut self, now: f64, query: &Query, prediction: f64) -> Result<()> {
+        self.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction });
+        self.timer.on_arrival(now)
+    }
+
     fn drain_at(&self, now: f64) -> f64 {
         self.queries.iter().map(Placed::predicted_end).fold(now, f64::max)
     }
@@ -199,11 +205,11 @@ pub struct AutoSloRouter {
 
 impl AutoSloRouter {
     pub fn new(predictor: Predictor, billing: BillingPolicy) -> Self {
-        Self { predictor, billing, slo_headroom: 1.0, books: Books::default(), last: Vec::new() }
+        Self { predictor, billing, slo_headroom: DEFAULT_SLO_HEADROOM, books: Books::default(), last: Vec::new() }
     }
 
     /// Count a query as a predicted violator when prediction × `headroom` > SLO (≥ 1; 1 is
-    /// Algorithm 1's literal test, the default of [`AutoSloRouter::new`]).
+    /// Algorithm 1's literal test; [`AutoSloRouter::new`] uses [`DEFAULT_SLO_HEADROOM`]).
     pub fn with_slo_headroom(mut self, headroom: f64) -> Result<Self> {
         if !(headroom >= 1.0 && headroom.is_finite()) {
             return Err(AutoSloError::out_of_range("slo_headroom", "a finite factor ≥ 1", headroom));
@@ -274,8 +280,8 @@ impl AutoSloRouter {
                 *mine = Some(eval(first));
             });
             let mut out = Vec::with_capacity(cands.len());
-            for p in parts {
-                out.extend(p.expect("every chunk ran")?);
+            for part in parts {
+                out.extend(part.expect("every chunk ran")?);
             }
             Ok(out)
         } else {
@@ -293,9 +299,7 @@ impl AutoSloRouter {
         for (q, g) in b.queries.iter_mut().zip(&cand.guarded) {
             q.prediction = *g;
         }
-        b.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction: cand.prediction });
-        b.timer.on_arrival(now)?;
-        Ok(())
+        b.place(now, query, cand.prediction)
     }
 
     /// Running queries per cluster with their current (guarded) predictions.
@@ -355,9 +359,7 @@ impl Router for StageCostRouter {
             }
         }
         let (_, _, est, id) = best.expect("candidates are non-empty");
-        let book = self.books.books.get_mut(&id).expect("created above");
-        book.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction: est });
-        book.timer.on_arrival(now)?;
+        self.books.books.get_mut(&id).expect("created above").place(now, query, est)?;
         Ok(id)
     }
     fn observe(&mut self, now: f64, event: &Event<'_>) {
@@ -406,8 +408,7 @@ impl Router for LeastWorkRouter {
             }
         }
         let (_, id, est) = best.expect("candidates are non-empty");
-        let book = self.books.books.get_mut(&id).expect("created above");
-        book.queries.push(Placed { id: query.id, arrival: now, slo: query.slo, prediction: est });
+        self.books.books.get_mut(&id).expect("created above").place(now, query, est)?;
         Ok(id)
     }
     fn observe(&mut self, now: f64, event: &Event<'_>) {

@@ -93,8 +93,9 @@ fn routed_query_is_predicted_through_the_arrival_correction_and_headroom_counts_
     let p = model();
     assert!(p.arrival.is_some(), "the bundled model carries an at-arrival correction");
     let q = |id: u64, t: f64, slo: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo };
-    let mut corrected = AutoSloRouter::new(p.clone(), BillingPolicy::default());
-    let mut raw = AutoSloRouter::new(p.without_arrival_correction(), BillingPolicy::default());
+    let literal = |p: Predictor| AutoSloRouter::new(p, BillingPolicy::default()).with_slo_headroom(1.0).unwrap();
+    let mut corrected = literal(p.clone());
+    let mut raw = literal(p.without_arrival_correction());
     for i in 0..12u64 {
         corrected.route(i as f64, &q(i, i as f64, 1e6), &[info(0, 16)]).unwrap();
         raw.route(i as f64, &q(i, i as f64, 1e6), &[info(0, 16)]).unwrap();

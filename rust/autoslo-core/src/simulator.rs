@@ -285,22 +285,7 @@ impl<'a> WorkloadSimulator<'a> {
         while self.step(router, scaler)? {}
         let end = self.now;
         let mut rows: Vec<TraceRow> = self.rows.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| AutoSloError::InvalidConfig("simulation ended with unfinished queries".into()))?;
-        let mut clusters = Vec::new();
-        for c in &self.clusters {
-            let billed = c.timer.billed_seconds_until_drained(end);
-            let cost = self.cfg.billing.cost(c.info.size, billed);
-            clusters.push(ClusterRecord {
-                id: c.info.id,
-                size: c.info.size,
-                requested_at: c.info.requested_at,
-                ready_at: c.info.ready_at,
-                teardown_requested_at: c.teardown_requested_at,
-                gone_at: c.gone_at,
-                billed_seconds: billed,
-                cost,
-                queries: c.queries,
-            });
-        }
+        let clusters: Vec<ClusterRecord> = self.clusters.iter().map(|c| ClusterRecord::close(&c.info, &c.timer, &self.cfg.billing, end, c.teardown_requested_at, c.gone_at, c.queries)).collect();
         attribute_cost_by_work(&mut rows, &clusters);
         Ok(Trace { rows, clusters })
     }

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::cluster::ClusterId;
+use crate::billing::{BillingPolicy, BillingTimer};
+use crate::cluster::{ClusterId, ClusterInfo};
 use crate::stats::quantile;
 use crate::workload::Workload;
 
@@ -69,6 +70,24 @@ pub struct ClusterRecord {
     pub billed_seconds: f64,
     pub cost: f64,
     pub queries: usize,
+}
+
+impl ClusterRecord {
+    /// Close a cluster's bill at `end`: its billed seconds until drained and their cost.
+    pub fn close(info: &ClusterInfo, timer: &BillingTimer, billing: &BillingPolicy, end: f64, teardown_requested_at: Option<f64>, gone_at: Option<f64>, queries: usize) -> Self {
+        let billed_seconds = timer.billed_seconds_until_drained(end);
+        Self {
+            id: info.id,
+            size: info.size,
+            requested_at: info.requested_at,
+            ready_at: info.ready_at,
+            teardown_requested_at,
+            gone_at,
+            billed_seconds,
+            cost: billing.cost(info.size, billed_seconds),
+            queries,
+        }
+    }
 }
 
 /// Aggregates over a group of queries.

@@ -503,22 +503,8 @@ pub fn emulate_with_progress(
 /// Close every bill and attribute each cluster's cost to its queries by executed work.
 fn finish_trace(run: Run<'_>, end: f64) -> Result<Trace> {
     let mut rows: Vec<TraceRow> = run.rows.into_iter().map(|r| r.expect("every query finished")).collect();
-    let mut clusters = Vec::with_capacity(run.sims.len());
-    for s in &run.sims {
-        let billed = s.timer.billed_seconds_until_drained(end);
-        let cost = run.cfg.billing.cost(s.info.size, billed);
-        clusters.push(ClusterRecord {
-            id: s.info.id,
-            size: s.info.size,
-            requested_at: s.info.requested_at,
-            ready_at: s.info.ready_at,
-            teardown_requested_at: s.teardown_requested_at,
-            gone_at: s.gone_at.is_finite().then_some(s.gone_at),
-            billed_seconds: billed,
-            cost,
-            queries: s.queries,
-        });
-    }
+    let clusters: Vec<ClusterRecord> =
+        run.sims.iter().map(|s| ClusterRecord::close(&s.info, &s.timer, &run.cfg.billing, end, s.teardown_requested_at, s.gone_at.is_finite().then_some(s.gone_at), s.queries)).collect();
     attribute_cost_by_work(&mut rows, &clusters);
     Ok(Trace { rows, clusters })
 }

@@ -120,11 +120,11 @@ pub fn arrival_samples(p: &Predictor, rows: &[TraceQuery]) -> Result<Vec<Arrival
         .map(|g| -> Result<Vec<ArrivalSample>> {
             let size = rows[g[0] as usize].cluster_size;
             let mut state = p.cluster(size)?;
+            // Running queries' (end, id), latest end first: the next to finish is last.
             let mut ends: Vec<(f64, u64)> = Vec::new();
             let mut out = Vec::with_capacity(g.len());
             for &i in g {
                 let r = &rows[i as usize];
-                ends.sort_by(|a, b| b.0.total_cmp(&a.0));
                 while ends.last().is_some_and(|&(e, _)| e <= r.arrival) {
                     let (_, id) = ends.pop().expect("checked non-empty");
                     state.complete(id)?;
@@ -132,7 +132,7 @@ pub fn arrival_samples(p: &Predictor, rows: &[TraceQuery]) -> Result<Vec<Arrival
                 let running = state.len();
                 let f = p.query(r.query_id, r.text, r.arrival, size)?;
                 let u = state.add_arrival(p.kernel(), f)?;
-                ends.push((r.end, r.query_id));
+                ends.insert(ends.partition_point(|&(e, _)| e > r.end), (r.end, r.query_id));
                 let latency = r.end - r.arrival;
                 if latency > 0.0 {
                     out.push(ArrivalSample {

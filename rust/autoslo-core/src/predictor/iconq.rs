@@ -153,15 +153,6 @@ pub enum Simd {
     Avx2Fma,
 }
 
-impl Simd {
-    pub fn name(self) -> &'static str {
-        match self {
-            Simd::Portable => "portable",
-            Simd::Avx2Fma => "avx2+fma",
-        }
-    }
-}
-
 fn detect_simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
@@ -286,7 +277,7 @@ impl NativeKernel {
     pub fn from_named(p: &NamedTensors, origin: &str) -> Result<Self> {
         let get = |name: &str, shape: &[Option<usize>]| -> Result<(Vec<usize>, &[f32])> {
             let (s, d) = p.get(name).ok_or_else(|| AutoSloError::model(origin, format!("parameter `{name}` missing")))?;
-            let ok = s.len() == shape.len() && s.iter().zip(shape).all(|(a, b)| b.map_or(true, |b| *a == b)) && d.len() == s.iter().product::<usize>();
+            let ok = s.len() == shape.len() && s.iter().zip(shape).all(|(a, b)| b.is_none_or(|b| *a == b)) && d.len() == s.iter().product::<usize>();
             if !ok {
                 return Err(AutoSloError::model(origin, format!("parameter `{name}` has shape {s:?}, expected {shape:?}")));
             }
