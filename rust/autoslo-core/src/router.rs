@@ -15,6 +15,7 @@
 //! same object runs in the emulator, the Workload Simulator and live.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
@@ -273,11 +274,17 @@ impl AutoSloRouter {
             let (mine, others) = parts.split_first_mut().expect("at least one chunk");
             let mut chunks = cands.chunks(chunk);
             let first = chunks.next().expect("at least one chunk");
+            let pending = AtomicUsize::new(others.len());
             rayon::in_place_scope(|s| {
                 for (slot, part) in others.iter_mut().zip(chunks) {
-                    s.spawn(move |_| *slot = Some(eval(part)));
+                    let pending = &pending;
+                    s.spawn(move |_| {
+                        *slot = Some(eval(part));
+                        pending.fetch_sub(1, Ordering::Release);
+                    });
                 }
                 *mine = Some(eval(first));
+                await_pool(&pending);
             });
             let mut out = Vec::with_capacity(cands.len());
             for part in parts {
@@ -325,6 +332,23 @@ impl Router for AutoSloRouter {
     }
     fn name(&self) -> &str {
         "autoslo"
+    }
+}
+
+/// How long a thread outside the pool spins for its chunks' completion before blocking.
+const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Wait for `pending` to reach zero by spinning (bounded by [`SPIN_FOR`]) rather than blocking:
+/// blocking means a futex wake when the pool finishes, which costs this decision tens of µs on a
+/// virtual machine, as much as a cluster's whole evaluation. A pool thread instead returns at
+/// once and lets the scope's own wait run other jobs meanwhile.
+fn await_pool(pending: &AtomicUsize) {
+    if rayon::current_thread_index().is_some() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while pending.load(Ordering::Acquire) > 0 && start.elapsed() < SPIN_FOR {
+        std::hint::spin_loop();
     }
 }
 

@@ -82,9 +82,17 @@ pub trait Kernel: Send + Sync {
     fn head_with_prefix(&self, prefix: &[f32], h_after: &[f32], ln_stage: f32) -> Result<f32> {
         self.head(prefix, h_after, ln_stage)
     }
+    /// [`Kernel::head_with_prefix`] of several queries, each `(prefix, h_after, ln ℓ̂q)`, batched
+    /// where the kernel can; equal to one call per query.
+    fn heads_with_prefix(&self, items: &[HeadInput<'_>]) -> Result<Vec<f32>> {
+        items.iter().map(|(p, h, l)| self.head_with_prefix(p, h, *l)).collect()
+    }
     /// A short name for reports ("native", "tch").
     fn name(&self) -> &'static str;
 }
+
+/// One query's head inputs: its cached head prefix, after-LSTM hidden state and ln ℓ̂q.
+pub type HeadInput<'a> = (&'a [f32], &'a [f32], f32);
 
 /// A query's pre-activation share of the embedding layer: its features (normalised) times the
 /// layer's target-role and neighbour-role weight blocks. An interaction vector's embedding is
@@ -119,6 +127,75 @@ struct Lstm {
     w_t: Vec<f32>,
     /// b_ih + b_hh, gate order i, f, g, o (PyTorch's).
     b: Vec<f32>,
+    /// `w_t` packed for the batched step: for each group of [`TILE`] output columns, all its
+    /// [input + hidden] rows contiguously (a tile then streams through the cache sequentially
+    /// instead of one line per 1 KB-strided row). Columns beyond the last whole tile are only in `w_t`.
+    w_pack: Vec<f32>,
+}
+
+impl Lstm {
+    fn new(w_t: Vec<f32>, b: Vec<f32>) -> Self {
+        let w_pack = pack_tiles(&w_t, b.len());
+        Self { w_t, b, w_pack }
+    }
+}
+
+/// A transposed weight matrix (`k` rows of `n`) as [`TILE`]-column groups, each group's `k` rows
+/// contiguous; columns beyond the last whole group are left out (callers read them from `w_t`).
+fn pack_tiles(w_t: &[f32], n: usize) -> Vec<f32> {
+    let whole = n / TILE * TILE;
+    let mut out = Vec::with_capacity(whole * (w_t.len() / n));
+    for j in (0..whole).step_by(TILE) {
+        for row in w_t.chunks_exact(n) {
+            out.extend_from_slice(&row[j..j + TILE]);
+        }
+    }
+    out
+}
+
+/// `out[b·n + j] = init[b][j] + Σ_kk w_t[kk, j] · v[kk·BATCH + b]` for a batch of `BATCH` input
+/// vectors interleaved by row, so each weight row is read once for the whole batch and its inputs
+/// sit side by side. `w_pack` is `w_t` through [`pack_tiles`]; `BATCH` × [`TILE`] accumulators stay
+/// in registers per tile.
+#[inline(always)]
+fn gemm_batch<M: MulAdd>(w_t: &[f32], w_pack: &[f32], n: usize, v: &[f32], init: [&[f32]; BATCH], out: &mut [f32]) {
+    const T: usize = TILE;
+    let k = v.len() / BATCH;
+    let mut j = 0;
+    while j + T <= n {
+        let mut a = [[0f32; T]; BATCH];
+        for (acc, i) in a.iter_mut().zip(init) {
+            acc.copy_from_slice(&i[j..j + T]);
+        }
+        let tile = &w_pack[j * k..(j + T) * k];
+        for (wrow, vb) in tile.chunks_exact(T).zip(v.chunks_exact(BATCH)) {
+            let row: &[f32; T] = wrow.try_into().expect("packed rows are one tile wide");
+            for (acc, &x) in a.iter_mut().zip(vb) {
+                for t in 0..T {
+                    acc[t] = M::madd(row[t], x, acc[t]);
+                }
+            }
+        }
+        for (b, acc) in a.iter().enumerate() {
+            out[b * n + j..b * n + j + T].copy_from_slice(acc);
+        }
+        j += T;
+    }
+    for jj in j..n {
+        for (b, i) in init.iter().enumerate() {
+            out[b * n + jj] = (0..k).fold(i[jj], |acc, kk| M::madd(w_t[kk * n + jj], v[kk * BATCH + b], acc));
+        }
+    }
+}
+
+/// `v[kk·BATCH + b] = x` for each of `xs`' `BATCH` rows (each `v.len() / BATCH` long): the layout [`gemm_batch`] reads.
+#[inline(always)]
+fn interleave(v: &mut [f32], xs: [&[f32]; BATCH]) {
+    for (vb, kk) in v.chunks_exact_mut(BATCH).zip(0..) {
+        for (o, x) in vb.iter_mut().zip(xs) {
+            *o = x[kk];
+        }
+    }
 }
 
 /// Parameters of an Iconq+ network, read from a trained module, evaluated in plain Rust.
@@ -137,6 +214,8 @@ pub struct NativeKernel {
     /// 2·hidden × head_hidden (transposed).
     head1_w_t: Vec<f32>,
     head1_b: Vec<f32>,
+    /// The `h_after` rows of `head1_w_t` through [`pack_tiles`].
+    head1_after_pack: Vec<f32>,
     head2_w: Vec<f32>,
     head2_b: f32,
     /// AVX2 and FMA were detected at run time.
@@ -177,10 +256,20 @@ fn transpose(rows: usize, cols: usize, w: &[f32]) -> Vec<f32> {
 /// Multiply-add, plain (baseline x86-64 / other targets) or fused (inside the AVX2+FMA entry
 /// points), with the widest tile that keeps enough independent accumulators in that instruction
 /// set's registers to hide the FMA latency.
-trait MulAdd {
+trait MulAdd: Sized {
     /// Widest output tile of [`axpy_rows`] (32 or 64).
     const WIDE: usize;
     fn madd(a: f32, b: f32, c: f32) -> f32;
+    /// `v ← σ(v)` elementwise.
+    #[inline(always)]
+    fn sigmoid_all(v: &mut [f32]) {
+        v.iter_mut().for_each(|x| *x = sigmoid::<Self>(*x));
+    }
+    /// `v ← tanh(v)` elementwise.
+    #[inline(always)]
+    fn tanh_all(v: &mut [f32]) {
+        v.iter_mut().for_each(|x| *x = tanh::<Self>(*x));
+    }
 }
 struct Plain;
 impl MulAdd for Plain {
@@ -198,6 +287,86 @@ impl MulAdd for Fused {
     #[inline(always)]
     fn madd(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
+    }
+    #[inline(always)]
+    fn sigmoid_all(v: &mut [f32]) {
+        // SAFETY: `Fused` is a private marker type instantiated only inside the `*_fma` entry
+        // points, which run only after `detect_simd` found AVX2 and FMA on this CPU.
+        unsafe { avx2::activate_all(v, avx2::Gate::Sigmoid) }
+    }
+    #[inline(always)]
+    fn tanh_all(v: &mut [f32]) {
+        // SAFETY: as in `sigmoid_all`.
+        unsafe { avx2::activate_all(v, avx2::Gate::Tanh) }
+    }
+}
+
+/// Gate activations eight lanes at a time. The same e^x as [`exp_f32`], operation for operation;
+/// the reciprocal in σ and tanh is `rcp` refined by one Newton step (relative error ≈ 2e-7)
+/// instead of a division, whose throughput made the activations a quarter of an LSTM step.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Gate {
+        Sigmoid,
+        Tanh,
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn exp(x: __m256) -> __m256 {
+        let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0)), _mm256_set1_ps(88.0));
+        let round = _mm256_set1_ps(12_582_912.0);
+        let n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)), round), round);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428_606_8e-6), _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_145_75), x));
+        let mut p = _mm256_set1_ps(1.0 / 720.0);
+        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        let pow2n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127))));
+        _mm256_mul_ps(p, pow2n)
+    }
+
+    /// 1 / d for d ≥ 1: `rcp` (12 bits) and one Newton step.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn recip(d: __m256) -> __m256 {
+        let r = _mm256_rcp_ps(d);
+        _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn gate(x: __m256, g: Gate) -> __m256 {
+        let one = _mm256_set1_ps(1.0);
+        match g {
+            // σ(x) = 1 / (1 + e^−x)
+            Gate::Sigmoid => recip(_mm256_add_ps(one, exp(_mm256_sub_ps(_mm256_setzero_ps(), x)))),
+            // tanh(x) = 1 − 2 / (e^2x + 1)
+            Gate::Tanh => _mm256_fnmadd_ps(_mm256_set1_ps(2.0), recip(_mm256_add_ps(exp(_mm256_add_ps(x, x)), one)), one),
+        }
+    }
+
+    /// Apply `g` to every element of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn activate_all(v: &mut [f32], g: Gate) {
+        let mut chunks = v.chunks_exact_mut(8);
+        for c in &mut chunks {
+            // SAFETY: `c` is exactly 8 contiguous f32s; loadu/storeu need no alignment.
+            unsafe { _mm256_storeu_ps(c.as_mut_ptr(), gate(_mm256_loadu_ps(c.as_ptr()), g)) };
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let mut buf = [0f32; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            // SAFETY: `buf` is 8 contiguous f32s.
+            unsafe { _mm256_storeu_ps(buf.as_mut_ptr(), gate(_mm256_loadu_ps(buf.as_ptr()), g)) };
+            let n = rest.len();
+            rest.copy_from_slice(&buf[..n]);
+        }
     }
 }
 
@@ -304,7 +473,7 @@ impl NativeKernel {
             let (_, bhh) = get(&format!("{pre}.bias_hh_l0"), &[Some(4 * hidden)])?;
             let mut w_t = transpose(4 * hidden, emb, wih);
             w_t.extend(transpose(4 * hidden, hidden, whh));
-            Ok(Lstm { w_t, b: bih.iter().zip(bhh).map(|(a, b)| a + b).collect() })
+            Ok(Lstm::new(w_t, bih.iter().zip(bhh).map(|(a, b)| a + b).collect()))
         };
         let (before, after) = (lstm("lstm_before")?, lstm("lstm_after")?);
         let (h1s, h1w) = get("head1.weight", &[None, Some(2 * hidden)])?;
@@ -322,6 +491,7 @@ impl NativeKernel {
             emb_b: emb_b.to_vec(),
             before,
             after,
+            head1_after_pack: pack_tiles(&transpose(head_hidden, 2 * hidden, h1w)[hidden * head_hidden..], head_hidden),
             head1_w_t: transpose(head_hidden, 2 * hidden, h1w),
             head1_b: h1b.to_vec(),
             head2_w: h2w.to_vec(),
@@ -396,23 +566,24 @@ impl NativeKernel {
         let h = self.hidden;
         let (ifg, o) = gates.split_at_mut(3 * h);
         let (i_f, g) = ifg.split_at_mut(2 * h);
-        i_f.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
-        o.iter_mut().for_each(|v| *v = sigmoid::<M>(*v));
-        g.iter_mut().for_each(|v| *v = tanh::<M>(*v));
+        M::sigmoid_all(i_f);
+        M::sigmoid_all(o);
+        M::tanh_all(g);
         // Iterators, not indices: no bounds checks, so both loops vectorise.
         let (i, f) = i_f.split_at(h);
         for (((c, &ig), &fg), &gg) in st.c.iter_mut().zip(i).zip(f).zip(g.iter()) {
             *c = M::madd(fg, *c, ig * gg);
         }
-        for ((hv, &c), &og) in st.h.iter_mut().zip(&st.c).zip(o.iter()) {
-            *hv = og * tanh::<M>(c);
+        st.h.copy_from_slice(&st.c);
+        M::tanh_all(&mut st.h);
+        for (hv, &og) in st.h.iter_mut().zip(o.iter()) {
+            *hv *= og;
         }
     }
 
-    /// After-LSTM steps of `BATCH` independent queries, reading each weight row once for all of them.
+    /// One step of `l` for `BATCH` independent sequences, reading each weight row once for all of them.
     #[inline(always)]
     fn step_batch<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState], s: &mut Scratch) {
-        const T: usize = 16;
         let (e, h) = (self.emb, self.hidden);
         let (k, n) = (e + h, 4 * h);
         s.v.resize(BATCH * k, 0.0);
@@ -424,35 +595,14 @@ impl NativeKernel {
                 s.v[kk * BATCH + b] = x;
             }
         }
-        let mut j = 0;
-        while j + T <= n {
-            let mut a = [[0f32; T]; BATCH];
-            for acc in a.iter_mut() {
-                acc.copy_from_slice(&l.b[j..j + T]);
-            }
-            for (wrow, vb) in l.w_t.chunks_exact(n).zip(s.v.chunks_exact(BATCH)) {
-                let row: &[f32; T] = wrow[j..j + T].try_into().expect("a tile lies within its row");
-                for (acc, &x) in a.iter_mut().zip(vb) {
-                    for t in 0..T {
-                        acc[t] = M::madd(row[t], x, acc[t]);
-                    }
-                }
-            }
-            for (b, acc) in a.iter().enumerate() {
-                s.gb[b * n + j..b * n + j + T].copy_from_slice(acc);
-            }
-            j += T;
-        }
-        for jj in j..n {
-            for b in 0..BATCH {
-                s.gb[b * n + jj] = (0..k).fold(l.b[jj], |acc, kk| M::madd(l.w_t[kk * n + jj], s.v[kk * BATCH + b], acc));
-            }
-        }
+        gemm_batch::<M>(&l.w_t, &l.w_pack, n, &s.v, [l.b.as_slice(); BATCH], &mut s.gb);
         for (b, st) in sts.iter_mut().enumerate().take(BATCH) {
             self.activate::<M>(&mut s.gb[b * n..(b + 1) * n], st);
         }
     }
 
+    /// One after-step for each of `sts`: whole batches, then the rest one by one (a batch padded
+    /// with zeros was measured slower than two or three single steps, which skip zero inputs).
     #[inline(always)]
     fn after_batch<M: MulAdd>(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
         let mut s = Scratch::new(self);
@@ -488,7 +638,8 @@ impl NativeKernel {
     fn before_lockstep<M: MulAdd>(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
         let mut s = Scratch::new(self);
         for (group, sts) in seqs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let common = if group.len() == BATCH { group.iter().map(|q| q.0.len()).min().unwrap_or(0) } else { 0 };
+            let m = group.len();
+            let common = if m == BATCH { group.iter().map(|q| q.0.len()).min().unwrap_or(0) } else { 0 };
             let mut xs = [[0f32; INTERACTION_DIM]; BATCH];
             let all_parts = group.iter().all(|q| q.1.is_some());
             for t in 0..common {
@@ -559,6 +710,43 @@ impl NativeKernel {
             (None, None) => self.head1_b.clone(),
         };
         self.head_rest::<M>(a, ha)
+    }
+
+    /// Heads of `BATCH` queries at a time through [`gemm_batch`] (the rest one by one).
+    #[inline(always)]
+    fn heads_batch<M: MulAdd>(&self, items: &[HeadInput<'_>]) -> Vec<f32> {
+        let (h, hh) = (self.hidden, self.head_hidden);
+        let w_after = &self.head1_w_t[h * hh..];
+        let (mut v, mut a) = (vec![0f32; BATCH * h], vec![0f32; BATCH * hh]);
+        let mut out = Vec::with_capacity(items.len());
+        let full = items.len() / BATCH * BATCH;
+        for chunk in items[..full].chunks_exact(BATCH) {
+            interleave(&mut v, std::array::from_fn(|b| chunk[b].1));
+            gemm_batch::<M>(w_after, &self.head1_after_pack, hh, &v, std::array::from_fn(|b| chunk[b].0), &mut a);
+            for (acc, (_, _, ln_stage)) in a.chunks_exact(hh).zip(chunk) {
+                out.push(ln_stage + acc.iter().zip(&self.head2_w).fold(self.head2_b, |acc, (v, w)| M::madd(v.max(0.0), *w, acc)));
+            }
+        }
+        for (p, ha, ln_stage) in &items[full..] {
+            out.push(ln_stage + self.head_impl::<M>(None, Some(p), ha));
+        }
+        out
+    }
+
+    fn heads_dispatch(&self, items: &[HeadInput<'_>]) -> Vec<f32> {
+        #[cfg(target_arch = "x86_64")]
+        match self.simd {
+            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
+            Simd::Avx2Fma => return unsafe { self.heads_fma(items) },
+            Simd::Portable => {}
+        }
+        self.heads_batch::<Plain>(items)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn heads_fma(&self, items: &[HeadInput<'_>]) -> Vec<f32> {
+        self.heads_batch::<Fused>(items)
     }
 
     /// Run `l` over `xs` from `st`, with the widest instruction set the CPU has.
@@ -640,6 +828,8 @@ impl NativeKernel {
 
 /// Queries per batched after-step.
 const BATCH: usize = 4;
+/// Output columns per register tile of the batched step (`BATCH` × `TILE` accumulators).
+const TILE: usize = 16;
 /// First interaction feature that belongs to the pair (timing and size), not to either query.
 const PAIR_FROM: usize = 2 * QUERY_DIM;
 
@@ -756,6 +946,13 @@ impl Kernel for NativeKernel {
         Ok(ln_stage + self.head_dispatch(None, Some(prefix), ha))
     }
 
+    fn heads_with_prefix(&self, items: &[HeadInput<'_>]) -> Result<Vec<f32>> {
+        if let Some((p, ha, _)) = items.iter().find(|(p, ha, _)| p.len() != self.head_hidden || ha.len() != self.hidden) {
+            return Err(AutoSloError::InvalidConfig(format!("head prefix of size {} / hidden state of size {} for a model of sizes {}/{}", p.len(), ha.len(), self.head_hidden, self.hidden)));
+        }
+        Ok(self.heads_dispatch(items))
+    }
+
     fn name(&self) -> &'static str {
         "native"
     }
@@ -832,6 +1029,24 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn batched_heads_equal_single_heads() {
+        let k = NativeKernel::from_named(&random_params(16, 12, 20, 9), "test").unwrap();
+        for kern in [k.clone(), k.portable()] {
+            let mut r = Rng::new(3);
+            let mut vecs = |n: usize| -> Vec<Vec<f32>> { (0..9).map(|_| (0..n).map(|_| (r.uniform() * 2.0 - 1.0) as f32).collect()).collect() };
+            let (hb, ha) = (vecs(12), vecs(12));
+            let prefixes: Vec<Vec<f32>> = hb.iter().map(|h| kern.head_prefix(h).unwrap()).collect();
+            let items: Vec<HeadInput<'_>> = (0..9).map(|i| (prefixes[i].as_slice(), ha[i].as_slice(), i as f32 * 0.1)).collect();
+            let batched = kern.heads_with_prefix(&items).unwrap();
+            for (i, (p, h, l)) in items.iter().enumerate() {
+                assert_eq!(batched[i], kern.head_with_prefix(p, h, *l).unwrap(), "query {i}");
+            }
+            let bad: Vec<HeadInput<'_>> = vec![(&ha[0][..3], ha[0].as_slice(), 0.0)];
+            assert!(kern.heads_with_prefix(&bad).is_err());
+        }
+    }
+
+    #[test]
     fn fast_exp_is_accurate() {
         let mut worst = 0f64;
         let mut x = -80.0f32;
@@ -844,6 +1059,23 @@ pub(crate) mod tests {
         assert_eq!(exp_f32::<Plain>(1e9), exp_f32::<Plain>(88.0));
         assert!(exp_f32::<Plain>(-1e9) > 0.0);
         assert!((tanh::<Plain>(0.3) - 0.3f32.tanh()).abs() < 1e-6 && (sigmoid::<Plain>(-2.0) - 0.119_202_92).abs() < 1e-6);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_activations_match_scalar_ones() {
+        if detect_simd() != Simd::Avx2Fma {
+            return;
+        }
+        let xs: Vec<f32> = (0..4003).map(|i| -100.0 + i as f32 * 0.05).collect();
+        for (g, f) in [(avx2::Gate::Sigmoid, sigmoid::<Plain> as fn(f32) -> f32), (avx2::Gate::Tanh, tanh::<Plain>)] {
+            let mut v = xs.clone();
+            // SAFETY: AVX2 and FMA were detected just above.
+            unsafe { avx2::activate_all(&mut v, g) };
+            for (x, y) in xs.iter().zip(&v) {
+                assert!(y.is_finite() && (y - f(*x)).abs() <= 4e-7, "{x}: {y} vs {}", f(*x));
+            }
+        }
     }
 
     #[test]

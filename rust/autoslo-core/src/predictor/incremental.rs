@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 
 use super::features::{interaction, FeatureOptions, QueryFeatures, INTERACTION_DIM};
-use super::iconq::{EmbedParts, Kernel, LstmState, Seq};
+use super::iconq::{EmbedParts, HeadInput, Kernel, LstmState, Seq};
 use crate::error::{AutoSloError, Result};
 
 /// Above this many running queries the after-steps run in parallel.
@@ -218,13 +218,9 @@ impl ClusterState {
             }
             None => k.after_steps(&xs, &mut sts)?,
         }
-        rs.iter()
-            .zip(sts)
-            .map(|(r, st)| {
-                let l = k.head_with_prefix(&r.head_prefix, &st.h, r.query.f[r.query.f.len() - 1])?;
-                Ok((st, l))
-            })
-            .collect()
+        let heads: Vec<HeadInput<'_>> = rs.iter().zip(&sts).map(|(r, st)| (r.head_prefix.as_slice(), st.h.as_slice(), r.query.f[r.query.f.len() - 1])).collect();
+        let ls = k.heads_with_prefix(&heads)?;
+        Ok(sts.into_iter().zip(ls).collect())
     }
 
     /// Apply a counterfactual computed from this exact state.

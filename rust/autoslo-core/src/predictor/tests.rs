@@ -71,3 +71,4 @@ fn broken_model_directories_are_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(Predictor::load(&dir, Backend::Native).unwrap_err().to_string().contains("no such model directory"));
 }
+
