@@ -3,6 +3,7 @@
 //! Run with `make bench`.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
@@ -36,6 +37,22 @@ fn route(c: &mut Criterion) {
             }
             let q = query(id, per as f64);
             g.bench_with_input(BenchmarkId::new(format!("{clusters}_clusters"), per), &per, |b, _| b.iter(|| black_box(r.evaluate(per as f64, &q, &infos).unwrap())));
+            if per == 32 && clusters == 8 {
+                // Live arrivals are not back to back: after a pause the pool threads are asleep and
+                // a decision pays their wake-up. Timed per decision, the pause excluded.
+                g.bench_with_input(BenchmarkId::new(format!("{clusters}_clusters_after_idle_2ms"), per), &per, |b, _| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            std::thread::sleep(Duration::from_millis(2));
+                            let t = Instant::now();
+                            black_box(r.evaluate(per as f64, &q, &infos).unwrap());
+                            total += t.elapsed();
+                        }
+                        total
+                    })
+                });
+            }
         }
     }
     g.finish();

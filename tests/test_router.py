@@ -21,7 +21,7 @@ def model() -> predictor.Predictor:
 
 
 def test_policies_are_selectable_by_name(model: predictor.Predictor) -> None:
-    assert set(_core.ROUTING_POLICIES) == {"autoslo", "stage-cost", "round-robin", "least-work"}
+    assert set(_core.ROUTING_POLICIES) == {"autoslo", "autoslo-latency", "stage-cost", "round-robin", "least-work"}
     wl = autoslo.base_workload(0.2, seed=3, kappa=2).slice(0, 80)
     for p in _core.ROUTING_POLICIES:
         r = autoslo.emulate(wl, [32, 16], seed=3, routing=p, predictor=model)
@@ -97,10 +97,10 @@ def test_reproduce_router_small() -> None:
     r = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", "--seed", "1", "--queries", "60", "--json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert len(out["rows"]) == 8 * 3
-    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "autoslo"}
+    assert len(out["rows"]) == 8 * 4
+    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "autoslo", "autoslo-latency"}
     assert all(x["queries"] == 60 for x in out["rows"])
-    assert set(out["mean_change_vs_round_robin"]) == {"stage-cost", "autoslo"}
+    assert set(out["mean_change_vs_round_robin"]) == {"stage-cost", "autoslo", "autoslo-latency"}
 
 
 def test_slo_headroom_and_arrival_correction_change_decisions(model: predictor.Predictor) -> None:

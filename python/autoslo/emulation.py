@@ -80,7 +80,7 @@ class EmulationResult:
 
 
 #: Routing policies that consult the latency predictor.
-NEEDS_PREDICTOR = ("autoslo", "stage-cost", "least-work")
+NEEDS_PREDICTOR = ("autoslo", "autoslo-latency", "stage-cost", "least-work")
 
 
 def predictor_for(needed: bool, predictor: _core.Predictor | None) -> _core.Predictor | None:
@@ -152,7 +152,7 @@ def emulate(
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
-    ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``; ``autoslo``, ``stage-cost`` and
+    ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``; ``autoslo``, ``autoslo-latency``, ``stage-cost`` and
     ``least-work`` use ``predictor`` (default: the bundled Iconq+ model). ``slo_headroom`` (≥ 1):
     the ``autoslo`` router counts a query as a predicted violator when its predicted latency times
     this factor exceeds its SLO (1 is Algorithm 1's literal test). ``schedule`` lists

@@ -5,6 +5,8 @@
 //!   The routed query's own prediction goes through the model's at-arrival correction
 //!   ([`crate::predictor::arrival`]), and violations are counted with an SLO headroom
 //!   ([`RouterOptions::slo_headroom`]).
+//! - `autoslo-latency`: the same, with the routed query's predicted latency instead of Δ cost as
+//!   the second key ([`SecondKey::Latency`]).
 //! - [`StageCostRouter`] (`stage-cost`): concurrency-unaware Stage estimates; among clusters where
 //!   the query meets its SLO, the one with the smallest Δ cost; if none, the fastest.
 //! - [`LeastWorkRouter`] (`least-work`): least predicted outstanding work normalised by size (the
@@ -15,7 +17,8 @@
 //! same object runs in the emulator, the Workload Simulator and live.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
@@ -26,7 +29,7 @@ use crate::rng::Rng;
 use crate::workload::Query;
 
 /// Routing policies selectable by name.
-pub const ROUTING_POLICIES: [&str; 4] = ["autoslo", "stage-cost", "round-robin", "least-work"];
+pub const ROUTING_POLICIES: [&str; 5] = ["autoslo", "autoslo-latency", "stage-cost", "round-robin", "least-work"];
 /// Above this many candidate clusters, least-work samples two of them (power of two choices).
 pub const TWO_CHOICES_ABOVE: usize = 4;
 
@@ -71,6 +74,7 @@ pub fn router_by_name(name: &str, predictor: Option<&Predictor>, opts: RouterOpt
     match name {
         "round-robin" => Ok(Box::new(RoundRobin::default())),
         "autoslo" => Ok(Box::new(AutoSloRouter::new(need()?, opts.billing).with_slo_headroom(opts.slo_headroom)?)),
+        "autoslo-latency" => Ok(Box::new(AutoSloRouter::new(need()?, opts.billing).with_slo_headroom(opts.slo_headroom)?.with_second_key(SecondKey::Latency))),
         "stage-cost" => Ok(Box::new(StageCostRouter::new(need()?, opts.billing))),
         "least-work" => Ok(Box::new(LeastWorkRouter::new(need()?, opts.seed))),
         _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: ROUTING_POLICIES.join(", ") }),
@@ -180,17 +184,32 @@ pub struct Candidate {
     cf: Option<Counterfactual>,
 }
 
-/// Lexicographic argmin of (Δ violations, Δ cost); costs within a nano-dollar tie, and ties go to
+/// Lexicographic argmin of (Δ violations, second key); costs within a nano-dollar tie, and ties go to
 /// the earlier candidate (clusters in id order).
-fn argmin(c: &[Candidate]) -> usize {
+fn argmin(c: &[Candidate], second: SecondKey) -> usize {
     let mut best = 0;
     for (i, x) in c.iter().enumerate().skip(1) {
         let b = &c[best];
-        if x.delta_violations < b.delta_violations || (x.delta_violations == b.delta_violations && x.delta_cost < b.delta_cost - 1e-9) {
+        let better_second = match second {
+            SecondKey::Cost => x.delta_cost < b.delta_cost - 1e-9,
+            SecondKey::Latency => x.prediction < b.prediction,
+        };
+        if x.delta_violations < b.delta_violations || (x.delta_violations == b.delta_violations && better_second) {
             best = i;
         }
     }
     best
+}
+
+/// What decides between placements with equal Δ violations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecondKey {
+    /// Δ ClusterCostUntilDrained (Algorithm 1; policy `autoslo`).
+    Cost,
+    /// The routed query's predicted latency (policy `autoslo-latency`). When every placement is
+    /// predicted to violate, Δ cost favours the busiest cluster, where the query ends before the
+    /// cluster would drain anyway; this key spreads the load instead.
+    Latency,
 }
 
 /// AutoSLO's Query Router: Algorithm 1 over incremental Iconq+.
@@ -199,6 +218,7 @@ pub struct AutoSloRouter {
     predictor: Predictor,
     billing: BillingPolicy,
     slo_headroom: f64,
+    second_key: SecondKey,
     books: Books,
     /// The candidates of the last decision (for inspection and tests).
     pub last: Vec<Candidate>,
@@ -206,7 +226,7 @@ pub struct AutoSloRouter {
 
 impl AutoSloRouter {
     pub fn new(predictor: Predictor, billing: BillingPolicy) -> Self {
-        Self { predictor, billing, slo_headroom: DEFAULT_SLO_HEADROOM, books: Books::default(), last: Vec::new() }
+        Self { predictor, billing, slo_headroom: DEFAULT_SLO_HEADROOM, second_key: SecondKey::Cost, books: Books::default(), last: Vec::new() }
     }
 
     /// Count a query as a predicted violator when prediction × `headroom` > SLO (≥ 1; 1 is
@@ -217,6 +237,12 @@ impl AutoSloRouter {
         }
         self.slo_headroom = headroom;
         Ok(self)
+    }
+
+    /// What decides between placements with equal Δ violations (default [`SecondKey::Cost`]).
+    pub fn with_second_key(mut self, key: SecondKey) -> Self {
+        self.second_key = key;
+        self
     }
 
     fn book(&mut self, c: &ClusterInfo) -> Result<&mut Book> {
@@ -267,28 +293,32 @@ impl AutoSloRouter {
         let total: usize = cands.iter().map(|c| books[&c.id].queries.len()).sum();
         let threads = rayon::current_num_threads().min(cands.len());
         if threads > 1 && total >= 64 {
-            // One chunk of clusters per thread; the calling thread evaluates the first chunk itself
-            // instead of blocking while the pool works (a pool round trip costs tens of µs).
-            let chunk = cands.len().div_ceil(threads);
-            let mut parts: Vec<Option<Result<Vec<Candidate>>>> = (0..cands.len().div_ceil(chunk)).map(|_| None).collect();
-            let (mine, others) = parts.split_first_mut().expect("at least one chunk");
-            let mut chunks = cands.chunks(chunk);
-            let first = chunks.next().expect("at least one chunk");
-            let pending = AtomicUsize::new(others.len());
-            rayon::in_place_scope(|s| {
-                for (slot, part) in others.iter_mut().zip(chunks) {
-                    let pending = &pending;
-                    s.spawn(move |_| {
-                        *slot = Some(eval(part));
-                        pending.fetch_sub(1, Ordering::Release);
-                    });
+            // One chunk of clusters per thread. Whoever claims a chunk first evaluates it: the
+            // calling thread takes its own and then every chunk no pool thread has started, so a
+            // pool thread that wakes late (after idle, a VM can take longer than the whole
+            // decision) costs nothing but the wasted wake-up.
+            let chunks: Vec<&[ClusterInfo]> = cands.chunks(cands.len().div_ceil(threads)).collect();
+            let claimed: Vec<AtomicBool> = chunks.iter().map(|_| AtomicBool::new(false)).collect();
+            let results: Vec<Mutex<Option<Result<Vec<Candidate>>>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
+            let pending = AtomicUsize::new(chunks.len());
+            let run = |i: usize| {
+                if !claimed[i].swap(true, Ordering::AcqRel) {
+                    let r = eval(chunks[i]);
+                    *results[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
+                    pending.fetch_sub(1, Ordering::Release);
                 }
-                *mine = Some(eval(first));
+            };
+            rayon::in_place_scope(|s| {
+                for i in 1..chunks.len() {
+                    let run = &run;
+                    s.spawn(move |_| run(i));
+                }
+                (0..chunks.len()).for_each(run);
                 await_pool(&pending);
             });
             let mut out = Vec::with_capacity(cands.len());
-            for part in parts {
-                out.extend(part.expect("every chunk ran")?);
+            for r in results {
+                out.extend(r.into_inner().unwrap_or_else(PoisonError::into_inner).expect("every chunk ran")?);
             }
             Ok(out)
         } else {
@@ -318,7 +348,7 @@ impl AutoSloRouter {
 impl Router for AutoSloRouter {
     fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
         let mut cands = self.evaluate(now, query, clusters)?;
-        let best = argmin(&cands);
+        let best = argmin(&cands, self.second_key);
         let id = cands[best].cluster;
         self.commit(now, query, &mut cands[best])?;
         for c in &mut cands {
@@ -331,12 +361,16 @@ impl Router for AutoSloRouter {
         self.books.observe(now, event);
     }
     fn name(&self) -> &str {
-        "autoslo"
+        match self.second_key {
+            SecondKey::Cost => "autoslo",
+            SecondKey::Latency => "autoslo-latency",
+        }
     }
 }
 
-/// How long a thread outside the pool spins for its chunks' completion before blocking.
-const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(500);
+/// How long a thread outside the pool spins for chunks a pool thread is still evaluating before
+/// blocking (a safety net: such a chunk normally finishes within a few hundred µs).
+const SPIN_FOR: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Wait for `pending` to reach zero by spinning (bounded by [`SPIN_FOR`]) rather than blocking:
 /// blocking means a futex wake when the pool finishes, which costs this decision tens of µs on a

@@ -119,3 +119,26 @@ fn routed_query_is_predicted_through_the_arrival_correction_and_headroom_counts_
     assert!(AutoSloRouter::new(p.clone(), BillingPolicy::default()).with_slo_headroom(0.9).is_err());
     assert!(router_by_name("autoslo", Some(&p), RouterOptions { slo_headroom: f64::NAN, ..Default::default() }).is_err());
 }
+
+#[test]
+fn parallel_evaluation_equals_one_thread() {
+    let p = model();
+    let q = |id: u64, t: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id * 37 % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo: 60.0 };
+    let infos: Vec<ClusterInfo> = (0..5).map(|i| info(i, [32, 16][i as usize % 2])).collect();
+    let mut r = AutoSloRouter::new(p, BillingPolicy::default());
+    // 5 clusters × 20 running: enough for the evaluation to split across threads.
+    for i in 0..100u64 {
+        let c = &infos[i as usize % 5];
+        r.route(i as f64 * 0.1, &q(i, i as f64 * 0.1), std::slice::from_ref(c)).unwrap();
+    }
+    let key = |cs: Vec<crate::router::Candidate>| cs.into_iter().map(|c| (c.cluster, c.delta_violations, c.delta_cost, c.prediction)).collect::<Vec<_>>();
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let want = key(one.install(|| r.clone().evaluate(10.0, &q(1000, 10.0), &infos)).unwrap());
+    // Called from inside a pool, and from outside one (the calling thread claims chunks and spins).
+    let inside = key(two.install(|| r.clone().evaluate(10.0, &q(1000, 10.0), &infos)).unwrap());
+    let outside = key(r.clone().evaluate(10.0, &q(1000, 10.0), &infos).unwrap());
+    assert_eq!(want.len(), 5);
+    assert_eq!(want, inside);
+    assert_eq!(want, outside);
+}
