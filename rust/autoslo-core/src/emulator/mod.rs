@@ -489,7 +489,7 @@ pub fn emulate_with_progress(
             let infos = run.infos();
             let c = router.route(now, q, &infos)?;
             run.admit(c, qi, now)?;
-            if next_q % 4096 == 0 && !progress(next_q, n) {
+            if next_q.is_multiple_of(4096) && !progress(next_q, n) {
                 return Err(AutoSloError::Interrupted);
             }
         }

@@ -131,23 +131,26 @@ struct Lstm {
     /// [input + hidden] rows contiguously (a tile then streams through the cache sequentially
     /// instead of one line per 1 KB-strided row). Columns beyond the last whole tile are only in `w_t`.
     w_pack: Vec<f32>,
+    /// `w_t` packed in [`TILE_WIDE`]-column groups, for the AVX-512 after-steps.
+    w_pack_wide: Vec<f32>,
 }
 
 impl Lstm {
     fn new(w_t: Vec<f32>, b: Vec<f32>) -> Self {
-        let w_pack = pack_tiles(&w_t, b.len());
-        Self { w_t, b, w_pack }
+        let w_pack = pack_tiles(&w_t, b.len(), TILE);
+        let w_pack_wide = pack_tiles(&w_t, b.len(), TILE_WIDE);
+        Self { w_t, b, w_pack, w_pack_wide }
     }
 }
 
-/// A transposed weight matrix (`k` rows of `n`) as [`TILE`]-column groups, each group's `k` rows
+/// A transposed weight matrix (`k` rows of `n`) as `tile`-column groups, each group's `k` rows
 /// contiguous; columns beyond the last whole group are left out (callers read them from `w_t`).
-fn pack_tiles(w_t: &[f32], n: usize) -> Vec<f32> {
-    let whole = n / TILE * TILE;
+fn pack_tiles(w_t: &[f32], n: usize, tile: usize) -> Vec<f32> {
+    let whole = n / tile * tile;
     let mut out = Vec::with_capacity(whole * (w_t.len() / n));
-    for j in (0..whole).step_by(TILE) {
+    for j in (0..whole).step_by(tile) {
         for row in w_t.chunks_exact(n) {
-            out.extend_from_slice(&row[j..j + TILE]);
+            out.extend_from_slice(&row[j..j + tile]);
         }
     }
     out
@@ -220,6 +223,8 @@ pub struct NativeKernel {
     head2_b: f32,
     /// AVX2 and FMA were detected at run time.
     simd: Simd,
+    /// AVX-512F was detected too: after-steps run eight queries per weight read (see [`avx512`]).
+    avx512: bool,
 }
 
 /// The instruction sets the kernel runs with, detected at run time.
@@ -227,8 +232,9 @@ pub struct NativeKernel {
 pub enum Simd {
     /// Whatever the compile target guarantees (SSE2 on x86-64).
     Portable,
-    /// AVX2 + FMA: 8 lanes, fused multiply-add. (AVX-512 was measured slower for these small
-    /// matrices on our machines, so it is not used.)
+    /// AVX2 + FMA: 8 lanes, fused multiply-add. AVX-512 is used only where it measured faster
+    /// on our machines: the eight-query after-step GEMM (`NativeKernel::avx512`); 512-bit single
+    /// steps and four-query batches were no faster than AVX2.
     Avx2Fma,
 }
 
@@ -241,6 +247,17 @@ fn detect_simd() -> Simd {
         }
     }
     Simd::Portable
+}
+
+fn detect_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        detect_simd() == Simd::Avx2Fma && std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 fn transpose(rows: usize, cols: usize, w: &[f32]) -> Vec<f32> {
@@ -298,6 +315,53 @@ impl MulAdd for Fused {
     fn tanh_all(v: &mut [f32]) {
         // SAFETY: as in `sigmoid_all`.
         unsafe { avx2::activate_all(v, avx2::Gate::Tanh) }
+    }
+}
+
+/// The AVX-512 batched GEMM of the after-steps.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{BATCH_WIDE as B, TILE_WIDE as T};
+
+    /// `out[b·n + j] = bias[j] + Σ_kk w_t[kk, j] · v[kk·B + b]` for `B` inputs interleaved by row;
+    /// `w_pack` is `w_t` in `T`-column groups. Per output the same fused multiply-adds in the same
+    /// order as [`super::gemm_batch`], so both give the same bits.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn gemm8(w_t: &[f32], w_pack: &[f32], n: usize, v: &[f32], bias: &[f32], out: &mut [f32]) {
+        let k = v.len() / B;
+        let mut j = 0;
+        while j + T <= n {
+            let b0: &[f32; T] = bias[j..j + T].try_into().expect("a tile lies within the bias");
+            // SAFETY: `b0` is T = 32 contiguous f32s; loadu needs no alignment.
+            let init = unsafe { [_mm512_loadu_ps(b0.as_ptr()), _mm512_loadu_ps(b0.as_ptr().add(16))] };
+            let mut a = [init; B];
+            for (wrow, vb) in w_pack[j * k..(j + T) * k].chunks_exact(T).zip(v.chunks_exact(B)) {
+                // SAFETY: `wrow` is exactly T = 32 contiguous f32s (`chunks_exact`).
+                let (r0, r1) = unsafe { (_mm512_loadu_ps(wrow.as_ptr()), _mm512_loadu_ps(wrow.as_ptr().add(16))) };
+                for (acc, &x) in a.iter_mut().zip(vb) {
+                    let x = _mm512_set1_ps(x);
+                    acc[0] = _mm512_fmadd_ps(r0, x, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(r1, x, acc[1]);
+                }
+            }
+            for (b, acc) in a.iter().enumerate() {
+                let o: &mut [f32; T] = (&mut out[b * n + j..b * n + j + T]).try_into().expect("a tile lies within its output row");
+                // SAFETY: `o` is T = 32 contiguous, writable f32s; storeu needs no alignment.
+                unsafe {
+                    _mm512_storeu_ps(o.as_mut_ptr(), acc[0]);
+                    _mm512_storeu_ps(o.as_mut_ptr().add(16), acc[1]);
+                }
+            }
+            j += T;
+        }
+        for jj in j..n {
+            for b in 0..B {
+                out[b * n + jj] = (0..k).fold(bias[jj], |acc, kk| w_t[kk * n + jj].mul_add(v[kk * B + b], acc));
+            }
+        }
     }
 }
 
@@ -491,18 +555,24 @@ impl NativeKernel {
             emb_b: emb_b.to_vec(),
             before,
             after,
-            head1_after_pack: pack_tiles(&transpose(head_hidden, 2 * hidden, h1w)[hidden * head_hidden..], head_hidden),
+            head1_after_pack: pack_tiles(&transpose(head_hidden, 2 * hidden, h1w)[hidden * head_hidden..], head_hidden, TILE),
             head1_w_t: transpose(head_hidden, 2 * hidden, h1w),
             head1_b: h1b.to_vec(),
             head2_w: h2w.to_vec(),
             head2_b: h2b[0],
             simd: detect_simd(),
+            avx512: detect_avx512(),
         })
     }
 
     /// The same kernel without the AVX2+FMA path (for comparisons).
     pub fn portable(&self) -> Self {
-        Self { simd: Simd::Portable, ..self.clone() }
+        Self { simd: Simd::Portable, avx512: false, ..self.clone() }
+    }
+
+    /// The same kernel without the AVX-512 after-steps (for comparisons).
+    pub fn without_avx512(&self) -> Self {
+        Self { avx512: false, ..self.clone() }
     }
 
     /// (embedding size, hidden size, head hidden size).
@@ -620,10 +690,38 @@ impl NativeKernel {
         match self.simd {
             // SAFETY: `self.simd` names instruction sets `is_x86_feature_detected!` found on this
             // CPU (see `detect_simd`), which are exactly what these entry points are compiled for.
+            Simd::Avx2Fma if self.avx512 => return unsafe { self.after_batch_512(xs, pairs, sts) },
             Simd::Avx2Fma => return unsafe { self.after_batch_fma(xs, pairs, sts) },
             Simd::Portable => {}
         }
         self.after_batch::<Plain>(xs, pairs, sts);
+    }
+
+    /// After-steps eight queries at a time with 512-bit registers (the weight reads from L2 bound
+    /// the four-query AVX2 step; eight queries per read measured 1.5× its throughput), the rest
+    /// through the AVX2 path.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn after_batch_512(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
+        let (e, h) = (self.emb, self.hidden);
+        let (k, n) = (e + h, 4 * h);
+        let full = xs.len() / BATCH_WIDE * BATCH_WIDE;
+        let mut s = Scratch::new(self);
+        s.v.resize(BATCH_WIDE * k, 0.0);
+        s.gb.resize(BATCH_WIDE * n, 0.0);
+        for (c, (xc, sc)) in xs[..full].chunks_exact(BATCH_WIDE).zip(sts[..full].chunks_exact_mut(BATCH_WIDE)).enumerate() {
+            for (b, (x, st)) in xc.iter().zip(sc.iter()).enumerate() {
+                self.embed::<Fused>(x, pairs.map(|p| p[c * BATCH_WIDE + b]), &mut s.z, &mut s.e);
+                for (kk, &v) in s.e.iter().chain(&st.h).enumerate() {
+                    s.v[kk * BATCH_WIDE + b] = v;
+                }
+            }
+            avx512::gemm8(&self.after.w_t, &self.after.w_pack_wide, n, &s.v, &self.after.b, &mut s.gb);
+            for (b, st) in sc.iter_mut().enumerate() {
+                self.activate::<Fused>(&mut s.gb[b * n..(b + 1) * n], st);
+            }
+        }
+        self.after_batch::<Fused>(&xs[full..], pairs.map(|p| &p[full..]), &mut sts[full..]);
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -830,6 +928,9 @@ impl NativeKernel {
 const BATCH: usize = 4;
 /// Output columns per register tile of the batched step (`BATCH` × `TILE` accumulators).
 const TILE: usize = 16;
+/// Queries per AVX-512 after-step batch, and its output columns per tile (8 × 2 zmm accumulators).
+const BATCH_WIDE: usize = 8;
+const TILE_WIDE: usize = 32;
 /// First interaction feature that belongs to the pair (timing and size), not to either query.
 const PAIR_FROM: usize = 2 * QUERY_DIM;
 
@@ -1026,6 +1127,20 @@ pub(crate) mod tests {
             }
             assert!(kern.after_steps(&xs[..3], &mut batched).is_err());
         }
+    }
+
+    #[test]
+    fn avx512_after_steps_equal_avx2_ones() {
+        // Hidden 12: 48 gates, one 32-column zmm tile plus a scalar remainder.
+        let k = NativeKernel::from_named(&random_params(16, 12, 8, 11), "test").unwrap();
+        let narrow = k.without_avx512();
+        let mut r = Rng::new(12);
+        let xs: Vec<[f32; INTERACTION_DIM]> = (0..19).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect();
+        let base: Vec<LstmState> = (0..19).map(|i| k.before(&xs[..=i]).unwrap()).collect();
+        let (mut a, mut b) = (base.clone(), base);
+        k.after_steps(&xs, &mut a).unwrap();
+        narrow.after_steps(&xs, &mut b).unwrap();
+        assert_eq!(a, b);
     }
 
     #[test]
