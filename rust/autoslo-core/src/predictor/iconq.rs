@@ -706,6 +706,9 @@ impl NativeKernel {
         let (e, h) = (self.emb, self.hidden);
         let (k, n) = (e + h, 4 * h);
         let full = xs.len() / BATCH_WIDE * BATCH_WIDE;
+        if full == 0 {
+            return self.after_batch::<Fused>(xs, pairs, sts);
+        }
         let mut s = Scratch::new(self);
         s.v.resize(BATCH_WIDE * k, 0.0);
         s.gb.resize(BATCH_WIDE * n, 0.0);
