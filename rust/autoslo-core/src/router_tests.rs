@@ -7,7 +7,7 @@ use crate::cluster::{ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{Router, StaticScaler};
 use crate::emulator::{emulate, EmulatorConfig};
 use crate::predictor::{Backend, Predictor};
-use crate::router::{router_by_name, AutoSloRouter, RouterOptions, ROUTING_POLICIES};
+use crate::router::{router_by_name, AutoSloRouter, RouterOptions, SecondKey, ROUTING_POLICIES};
 use crate::simulator::{simulate, SimulatorConfig, WorkloadSimulator};
 use crate::slo::SloTable;
 use crate::workload::{base_workload, Query};
@@ -141,4 +141,30 @@ fn parallel_evaluation_equals_one_thread() {
     assert_eq!(want.len(), 5);
     assert_eq!(want, inside);
     assert_eq!(want, outside);
+}
+
+#[test]
+fn second_key_decides_between_placements_with_equal_violations() {
+    let p = model();
+    let q = |id: u64, t: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo: 1e6 };
+    let clusters = [info(0, 16), info(1, 16)];
+    for (name, key) in [("autoslo", SecondKey::Cost), ("autoslo-latency", SecondKey::Latency)] {
+        let mut r = AutoSloRouter::new(p.clone(), BillingPolicy::default()).with_second_key(key);
+        assert_eq!(Router::name(&r), name);
+        // Cluster 0 busy, cluster 1 idle; no SLO can be missed, so Δ violations tie at 0.
+        for i in 0..10u64 {
+            r.route(i as f64 * 0.5, &q(i, i as f64 * 0.5), &clusters[..1]).unwrap();
+        }
+        let chosen = r.route(5.0, &q(100, 5.0), &clusters).unwrap();
+        let c = &r.last;
+        assert!(c.iter().all(|x| x.delta_violations == 0));
+        let want = match key {
+            SecondKey::Cost => c.iter().min_by(|a, b| a.delta_cost.total_cmp(&b.delta_cost)).unwrap().cluster,
+            SecondKey::Latency => c.iter().min_by(|a, b| a.prediction.total_cmp(&b.prediction)).unwrap().cluster,
+        };
+        assert_eq!(chosen, want, "{name}");
+        if key == SecondKey::Latency {
+            assert_eq!(chosen, 1, "the idle cluster is the faster placement");
+        }
+    }
 }
