@@ -17,7 +17,7 @@
 //! same object runs in the emulator, the Workload Simulator and live.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
@@ -297,15 +297,17 @@ impl AutoSloRouter {
             // calling thread takes its own and then every chunk no pool thread has started, so a
             // pool thread that wakes late (after idle, a VM can take longer than the whole
             // decision) costs nothing but the wasted wake-up.
+            // A chunk's slot is locked while it is evaluated: a thread that finds it locked or
+            // filled leaves it alone.
             let chunks: Vec<&[ClusterInfo]> = cands.chunks(cands.len().div_ceil(threads)).collect();
-            let claimed: Vec<AtomicBool> = chunks.iter().map(|_| AtomicBool::new(false)).collect();
             let results: Vec<Mutex<Option<Result<Vec<Candidate>>>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
             let pending = AtomicUsize::new(chunks.len());
             let run = |i: usize| {
-                if !claimed[i].swap(true, Ordering::AcqRel) {
-                    let r = eval(chunks[i]);
-                    *results[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
-                    pending.fetch_sub(1, Ordering::Release);
+                if let Ok(mut slot) = results[i].try_lock() {
+                    if slot.is_none() {
+                        *slot = Some(eval(chunks[i]));
+                        pending.fetch_sub(1, Ordering::Release);
+                    }
                 }
             };
             rayon::in_place_scope(|s| {

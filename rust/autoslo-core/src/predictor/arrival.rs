@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 
 use super::dataset::{group_rows, TraceQuery};
-use super::trees::{TreeJson, Trees};
+use super::trees::{check_format, load_json, TreeJson, Trees};
 use super::Predictor;
 use crate::error::{AutoSloError, Result};
 
@@ -56,16 +56,13 @@ pub struct ArrivalCorrection {
 
 impl ArrivalCorrection {
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| AutoSloError::model(path.display(), format!("cannot read: {e}")))?;
-        Self::from_json(&text, &path.display().to_string())
+        load_json(path, Self::from_json)
     }
 
     pub fn from_json(text: &str, origin: &str) -> Result<Self> {
         let bad = |p: String| AutoSloError::model(origin, p);
         let j: ArrivalJson = serde_json::from_str(text).map_err(|e| bad(format!("not an at-arrival correction ({e})")))?;
-        if j.format != ARRIVAL_FORMAT {
-            return Err(bad(format!("format `{}`, expected `{ARRIVAL_FORMAT}`", j.format)));
-        }
+        check_format(&j.format, ARRIVAL_FORMAT, origin)?;
         if j.format_version != ARRIVAL_FORMAT_VERSION {
             return Err(bad(format!("version {} but this build reads {ARRIVAL_FORMAT_VERSION}; refit with `autoslo predictor arrival`", j.format_version)));
         }

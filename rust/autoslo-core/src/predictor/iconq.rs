@@ -654,20 +654,33 @@ impl NativeKernel {
     /// One step of `l` for `BATCH` independent sequences, reading each weight row once for all of them.
     #[inline(always)]
     fn step_batch<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState], s: &mut Scratch) {
-        let (e, h) = (self.emb, self.hidden);
-        let (k, n) = (e + h, 4 * h);
-        s.v.resize(BATCH * k, 0.0);
-        s.gb.resize(BATCH * n, 0.0);
-        // Inputs interleaved by row (v[kk·BATCH + b]): one weight row meets the whole batch at once.
-        for b in 0..BATCH {
-            self.embed::<M>(&xs[b], pairs.map(|p| p[b]), &mut s.z, &mut s.e);
-            for (kk, &x) in s.e.iter().chain(&sts[b].h).enumerate() {
-                s.v[kk * BATCH + b] = x;
+        let n = 4 * self.hidden;
+        self.batch_inputs::<M, BATCH>(xs, pairs, sts, s);
+        gemm_batch::<M>(&l.w_t, &l.w_pack, n, &s.v, [l.b.as_slice(); BATCH], &mut s.gb);
+        self.activate_batch::<M>(sts, &mut s.gb);
+    }
+
+    /// Embed `B` inputs and interleave each [e; h] by row into `s.v` (v[kk·B + b]), so one weight
+    /// row meets the whole batch at once; size `s.gb` for the gates.
+    #[inline(always)]
+    fn batch_inputs<M: MulAdd, const B: usize>(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &[LstmState], s: &mut Scratch) {
+        let k = self.emb + self.hidden;
+        s.v.resize(B * k, 0.0);
+        s.gb.resize(B * 4 * self.hidden, 0.0);
+        for (b, (x, st)) in xs.iter().zip(sts).take(B).enumerate() {
+            self.embed::<M>(x, pairs.map(|p| p[b]), &mut s.z, &mut s.e);
+            for (kk, &v) in s.e.iter().chain(&st.h).enumerate() {
+                s.v[kk * B + b] = v;
             }
         }
-        gemm_batch::<M>(&l.w_t, &l.w_pack, n, &s.v, [l.b.as_slice(); BATCH], &mut s.gb);
-        for (b, st) in sts.iter_mut().enumerate().take(BATCH) {
-            self.activate::<M>(&mut s.gb[b * n..(b + 1) * n], st);
+    }
+
+    /// Gate activations and state updates of a batch, from its pre-activations `gb` (one row of
+    /// 4 × hidden per state).
+    #[inline(always)]
+    fn activate_batch<M: MulAdd>(&self, sts: &mut [LstmState], gb: &mut [f32]) {
+        for (st, g) in sts.iter_mut().zip(gb.chunks_exact_mut(4 * self.hidden)) {
+            self.activate::<M>(g, st);
         }
     }
 
@@ -685,16 +698,15 @@ impl NativeKernel {
         }
     }
 
+    /// After-steps with the widest instruction set the CPU has.
     fn after_batch_dispatch(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
         #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: `self.simd` names instruction sets `is_x86_feature_detected!` found on this
-            // CPU (see `detect_simd`), which are exactly what these entry points are compiled for.
-            Simd::Avx2Fma if self.avx512 => return unsafe { self.after_batch_512(xs, pairs, sts) },
-            Simd::Avx2Fma => return unsafe { self.after_batch_fma(xs, pairs, sts) },
-            Simd::Portable => {}
+        if self.avx512 {
+            // SAFETY: `avx512` is set only if `detect_avx512` found AVX-512F, AVX2 and FMA on this
+            // CPU, which is exactly what the entry point is compiled for.
+            return unsafe { self.after_batch_512(xs, pairs, sts) };
         }
-        self.after_batch::<Plain>(xs, pairs, sts);
+        self.after_batch_narrow(xs, pairs, sts);
     }
 
     /// After-steps eight queries at a time with 512-bit registers (the weight reads from L2 bound
@@ -703,34 +715,17 @@ impl NativeKernel {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn after_batch_512(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
-        let (e, h) = (self.emb, self.hidden);
-        let (k, n) = (e + h, 4 * h);
         let full = xs.len() / BATCH_WIDE * BATCH_WIDE;
         if full == 0 {
             return self.after_batch::<Fused>(xs, pairs, sts);
         }
         let mut s = Scratch::new(self);
-        s.v.resize(BATCH_WIDE * k, 0.0);
-        s.gb.resize(BATCH_WIDE * n, 0.0);
         for (c, (xc, sc)) in xs[..full].chunks_exact(BATCH_WIDE).zip(sts[..full].chunks_exact_mut(BATCH_WIDE)).enumerate() {
-            for (b, (x, st)) in xc.iter().zip(sc.iter()).enumerate() {
-                self.embed::<Fused>(x, pairs.map(|p| p[c * BATCH_WIDE + b]), &mut s.z, &mut s.e);
-                for (kk, &v) in s.e.iter().chain(&st.h).enumerate() {
-                    s.v[kk * BATCH_WIDE + b] = v;
-                }
-            }
-            avx512::gemm8(&self.after.w_t, &self.after.w_pack_wide, n, &s.v, &self.after.b, &mut s.gb);
-            for (b, st) in sc.iter_mut().enumerate() {
-                self.activate::<Fused>(&mut s.gb[b * n..(b + 1) * n], st);
-            }
+            self.batch_inputs::<Fused, BATCH_WIDE>(xc, pairs.map(|p| &p[c * BATCH_WIDE..(c + 1) * BATCH_WIDE]), sc, &mut s);
+            avx512::gemm8(&self.after.w_t, &self.after.w_pack_wide, 4 * self.hidden, &s.v, &self.after.b, &mut s.gb);
+            self.activate_batch::<Fused>(sc, &mut s.gb);
         }
         self.after_batch::<Fused>(&xs[full..], pairs.map(|p| &p[full..]), &mut sts[full..]);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn after_batch_fma(&self, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) {
-        self.after_batch::<Fused>(xs, pairs, sts)
     }
 
     /// Before passes of independent sequences in lockstep: while `BATCH` of them still have
@@ -762,22 +757,6 @@ impl NativeKernel {
                 }
             }
         }
-    }
-
-    fn before_lockstep_dispatch(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
-        #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.before_lockstep_fma(seqs, out) },
-            Simd::Portable => {}
-        }
-        self.before_lockstep::<Plain>(seqs, out);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn before_lockstep_fma(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
-        self.before_lockstep::<Fused>(seqs, out)
     }
 
     #[inline(always)]
@@ -834,88 +813,6 @@ impl NativeKernel {
         out
     }
 
-    fn heads_dispatch(&self, items: &[HeadInput<'_>]) -> Vec<f32> {
-        #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.heads_fma(items) },
-            Simd::Portable => {}
-        }
-        self.heads_batch::<Plain>(items)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn heads_fma(&self, items: &[HeadInput<'_>]) -> Vec<f32> {
-        self.heads_batch::<Fused>(items)
-    }
-
-    /// Run `l` over `xs` from `st`, with the widest instruction set the CPU has.
-    fn run_dispatch(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) {
-        #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.run_fma(l, xs, pairs, st) },
-            Simd::Portable => {}
-        }
-        self.run::<Plain>(l, xs, pairs, st);
-    }
-
-    fn embed_parts_dispatch(&self, f: &[f32; QUERY_DIM]) -> EmbedParts {
-        #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.embed_parts_fma(f) },
-            Simd::Portable => {}
-        }
-        self.embed_parts_impl::<Plain>(f)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn embed_parts_fma(&self, f: &[f32; QUERY_DIM]) -> EmbedParts {
-        self.embed_parts_impl::<Fused>(f)
-    }
-
-    /// The head from `hb` or from a cached prefix of it (see [`Kernel::head_prefix`]).
-    fn head_dispatch(&self, hb: Option<&[f32]>, prefix: Option<&[f32]>, ha: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.head_fma(hb, prefix, ha) },
-            Simd::Portable => {}
-        }
-        self.head_impl::<Plain>(hb, prefix, ha)
-    }
-
-    fn head_prefix_dispatch(&self, hb: &[f32]) -> Vec<f32> {
-        #[cfg(target_arch = "x86_64")]
-        match self.simd {
-            // SAFETY: as in `after_batch_dispatch`: these instruction sets were detected at run time.
-            Simd::Avx2Fma => return unsafe { self.head_prefix_fma(hb) },
-            Simd::Portable => {}
-        }
-        self.head_prefix_impl::<Plain>(hb)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run_fma(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) {
-        self.run::<Fused>(l, xs, pairs, st)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn head_fma(&self, hb: Option<&[f32]>, prefix: Option<&[f32]>, ha: &[f32]) -> f32 {
-        self.head_impl::<Fused>(hb, prefix, ha)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn head_prefix_fma(&self, hb: &[f32]) -> Vec<f32> {
-        self.head_prefix_impl::<Fused>(hb)
-    }
-
     /// The instruction sets in use.
     pub fn simd(&self) -> Simd {
         self.simd
@@ -925,6 +822,45 @@ impl NativeKernel {
     pub fn uses_fma(&self) -> bool {
         self.simd != Simd::Portable
     }
+}
+
+/// For each line `fn name / name_fma(args) -> R = imp;`: `name` runs `imp::<Fused>` through the
+/// AVX2+FMA entry point `name_fma` when the CPU has them, else `imp::<Plain>`.
+macro_rules! simd_dispatch {
+    ($($(#[$doc:meta])* fn $name:ident / $fma:ident ($($a:ident: $t:ty),*) -> $r:ty = $imp:ident;)*) => {
+        impl NativeKernel {
+            $(
+                $(#[$doc])*
+                fn $name(&self, $($a: $t),*) -> $r {
+                    #[cfg(target_arch = "x86_64")]
+                    if self.simd == Simd::Avx2Fma {
+                        // SAFETY: `self.simd` is `Avx2Fma` only if `detect_simd` found AVX2 and FMA on
+                        // this CPU, which is exactly what the entry point is compiled for.
+                        return unsafe { self.$fma($($a),*) };
+                    }
+                    self.$imp::<Plain>($($a),*)
+                }
+
+                #[cfg(target_arch = "x86_64")]
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn $fma(&self, $($a: $t),*) -> $r {
+                    self.$imp::<Fused>($($a),*)
+                }
+            )*
+        }
+    };
+}
+
+simd_dispatch! {
+    /// Run `l` over `xs` from `st`.
+    fn run_dispatch / run_fma(l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) -> () = run;
+    fn before_lockstep_dispatch / before_lockstep_fma(seqs: &[Seq<'_>], out: &mut [LstmState]) -> () = before_lockstep;
+    fn embed_parts_dispatch / embed_parts_fma(f: &[f32; QUERY_DIM]) -> EmbedParts = embed_parts_impl;
+    /// The head from `hb` or from a cached prefix of it (see [`Kernel::head_prefix`]).
+    fn head_dispatch / head_fma(hb: Option<&[f32]>, prefix: Option<&[f32]>, ha: &[f32]) -> f32 = head_impl;
+    fn head_prefix_dispatch / head_prefix_fma(hb: &[f32]) -> Vec<f32> = head_prefix_impl;
+    fn heads_dispatch / heads_fma(items: &[HeadInput<'_>]) -> Vec<f32> = heads_batch;
+    fn after_batch_narrow / after_batch_fma(xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState]) -> () = after_batch;
 }
 
 /// Queries per batched after-step.
@@ -1134,8 +1070,12 @@ pub(crate) mod tests {
 
     #[test]
     fn avx512_after_steps_equal_avx2_ones() {
+        if !detect_avx512() {
+            return; // nothing to compare on this CPU
+        }
         // Hidden 12: 48 gates, one 32-column zmm tile plus a scalar remainder.
         let k = NativeKernel::from_named(&random_params(16, 12, 8, 11), "test").unwrap();
+        assert!(k.avx512);
         let narrow = k.without_avx512();
         let mut r = Rng::new(12);
         let xs: Vec<[f32; INTERACTION_DIM]> = (0..19).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect();

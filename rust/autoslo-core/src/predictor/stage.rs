@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::features::{plan_features, FEATURE_VERSION, PLAN_DIM};
-use super::trees::{TreeJson, Trees};
+use super::trees::{check_format, load_json, TreeJson, Trees};
 use crate::catalog::QueryText;
 use crate::error::{AutoSloError, Result};
 
@@ -43,17 +43,14 @@ pub struct Stage {
 impl Stage {
     /// Load `stage.json` from a file.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| AutoSloError::model(path.display(), format!("cannot read: {e}")))?;
-        Self::from_json(&text, &path.display().to_string())
+        load_json(path, Self::from_json)
     }
 
     /// Parse and validate a Stage model (`origin` names it in errors).
     pub fn from_json(text: &str, origin: &str) -> Result<Self> {
         let bad = |p: String| AutoSloError::model(origin, p);
         let j: StageJson = serde_json::from_str(text).map_err(|e| bad(format!("not a Stage model ({e})")))?;
-        if j.format != STAGE_FORMAT {
-            return Err(bad(format!("format `{}`, expected `{STAGE_FORMAT}`", j.format)));
-        }
+        check_format(&j.format, STAGE_FORMAT, origin)?;
         if j.format_version != STAGE_FORMAT_VERSION || j.feature_version != FEATURE_VERSION {
             return Err(bad(format!(
                 "version {}/features {} but this build reads version {STAGE_FORMAT_VERSION}/features {FEATURE_VERSION}; retrain with `autoslo predictor train`",

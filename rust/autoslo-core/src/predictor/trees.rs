@@ -3,9 +3,25 @@
 //! Used by [`super::stage`] (isolated runtimes) and [`super::arrival`] (the at-arrival correction).
 //! Loading validates every tree so that evaluation cannot index out of bounds or loop.
 
+use std::path::Path;
+
 use serde::Deserialize;
 
 use crate::error::{AutoSloError, Result};
+
+/// Load a model JSON file through `parse(text, origin)`, the origin being the path.
+pub fn load_json<T>(path: &Path, parse: impl FnOnce(&str, &str) -> Result<T>) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| AutoSloError::model(path.display(), format!("cannot read: {e}")))?;
+    parse(&text, &path.display().to_string())
+}
+
+/// A model file's `format` tag must be `expected`.
+pub fn check_format(found: &str, expected: &str, origin: &str) -> Result<()> {
+    if found != expected {
+        return Err(AutoSloError::model(origin, format!("format `{found}`, expected `{expected}`")));
+    }
+    Ok(())
+}
 
 /// One tree as exported by `autoslo.predictor.stage._export_trees` (node arrays, root first).
 #[derive(Debug, Deserialize)]
