@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Rebuild the run-time data in ``python/autoslo/data`` from ``../shared/data/redshift``.
 
-The installed package never reads ``../shared``: the measured TPC-DS runtimes, the SLO baselines
-and the workgroup lifecycle timings it needs are converted here into small CSV files that ship
+The installed package never reads ``../shared``: the measured TPC-DS runtimes, the SLO baselines,
+the workgroup lifecycle timings and the real latencies under concurrency it needs are converted here into small CSV files that ship
 inside the package (and are embedded into the Rust core), together with ``LICENSE.source``.
 
 Usage: python scripts/import_redshift_data.py [--source ../shared/data/redshift]
@@ -76,6 +76,27 @@ def lifecycle_rows(src: Path) -> list[tuple[int, int, float, float]]:
     return rows
 
 
+def concurrent_rows(src: Path) -> list[tuple[int, int, int, int, float, int, int]]:
+    """The real latencies under concurrency, one row per observation.
+
+    ``partial`` marks the reference predictor's sampled partial-neighbour-set observations
+    (``query_id`` ``query_N__censor_K``): the same execution cut at a later arrival, a lower
+    bound by construction, not a query that ran to a timeout. ``censored`` is
+    ``target_is_lower_bound``; a censored row that is not partial is a real one-hour timeout.
+    """
+    rows = []
+    with (src / "concurrent_latencies.csv").open() as f:
+        for r in csv.DictReader(f):
+            _, template, instance = r["query_text_id"].split("#")
+            rows.append((
+                int(r["rpu"]), int(template), int(instance), int(r["num_other_concurrent_queries"]),
+                round(float(r["y"]), 4), int(r["target_is_lower_bound"] == "True"),
+                int("__censor" in r["query_id"]),
+            ))
+    rows.sort()
+    return rows
+
+
 def render(header: tuple[str, ...], rows: list[tuple]) -> str:
     lines = [",".join(header)]
     lines += [",".join(repr(v) if isinstance(v, float) else str(v) for v in row) for row in rows]
@@ -88,6 +109,9 @@ def build(src: Path) -> dict[str, str]:
         "isolated_runtimes.csv": render(("rpu", "template", "instance", "run", "runtime_s"), isolated_rows(src)),
         "slo_baseline_rpu16.csv": render(("template", "p100_s", "mean_s", "p50_s"), slo_rows(src)),
         "workgroup_lifecycle.csv": render(("rpu", "iteration", "ready_s", "teardown_s"), lifecycle_rows(src)),
+        "concurrent_latencies.csv": render(
+            ("rpu", "template", "instance", "overlaps", "latency_s", "censored", "partial"), concurrent_rows(src)
+        ),
     }
 
 

@@ -17,7 +17,7 @@ import torch
 import autoslo
 from autoslo import _core, predictor
 from autoslo.predictor.stage import plan_feature_table
-from autoslo.predictor.train import build_samples
+from autoslo.predictor.training import build_samples
 
 SMALL = predictor.DataConfig(seeds=(0, 1, 2), sizes=(8, 16), rates=(0.1, 0.5), phased=((15, 0.5),))
 
@@ -224,3 +224,10 @@ def test_fit_arrival_replays_traces_and_stores_the_fit(tmp_path: Path, small_tra
     (dst / "arrival.json").write_text((dst / "arrival.json").read_text().replace('"base_score":', '"base_score":1+'))
     with pytest.raises(_core.AutoSloCoreError, match="SHA-256"):
         predictor.load(dst)
+
+
+def test_train_stays_the_function_after_the_training_module_is_imported() -> None:
+    """`predictor.train` once became the submodule of the same name after its first call."""
+    import autoslo.predictor.training  # noqa: F401
+
+    assert callable(predictor.train) and predictor.train.__module__ == "autoslo.predictor"

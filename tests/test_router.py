@@ -97,10 +97,10 @@ def test_reproduce_router_small() -> None:
     r = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", "--seed", "1", "--queries", "60", "--json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert len(out["rows"]) == 8 * 4
-    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "autoslo", "autoslo-latency"}
+    assert len(out["rows"]) == 8 * 5
+    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "algorithm1", "autoslo", "autoslo-latency"}
     assert all(x["queries"] == 60 for x in out["rows"])
-    assert set(out["mean_change_vs_round_robin"]) == {"stage-cost", "autoslo", "autoslo-latency"}
+    assert set(out["mean_change_vs_round_robin"]) == {"stage-cost", "algorithm1", "autoslo", "autoslo-latency"}
 
 
 def test_slo_headroom_and_arrival_correction_change_decisions(model: predictor.Predictor) -> None:
@@ -109,15 +109,20 @@ def test_slo_headroom_and_arrival_correction_change_decisions(model: predictor.P
         autoslo.emulate(wl, [16, 16], routing="autoslo", predictor=model, slo_headroom=0.5)
     with pytest.raises(_core.AutoSloCoreError, match="slo_headroom"):
         autoslo.Router("autoslo", [16, 16], predictor=model, slo_headroom=float("nan"))
-    share, vr = {}, {}
-    for name, p, h in (("literal", model.without_arrival_correction(), 1.0), ("default", model, _core.DEFAULT_SLO_HEADROOM)):
-        r = autoslo.emulate(wl, [16, 16], routing="autoslo", predictor=p, seed=7, slo_headroom=h)
-        counts = np.bincount(np.asarray(r.trace["cluster_id"]), minlength=2)
-        share[name], vr[name] = counts.max() / counts.sum(), r.violation_rate
+    share: dict[str, list[float]] = {"literal": [], "default": []}
+    vr: dict[str, list[float]] = {"literal": [], "default": []}
+    for seed in range(5):
+        wl = autoslo.base_workload(0.1, seed=seed, kappa=4)
+        for name, p, h in (("literal", model.without_arrival_correction(), 1.0), ("default", model, _core.DEFAULT_SLO_HEADROOM)):
+            r = autoslo.emulate(wl, [16, 16], routing="autoslo", predictor=p, seed=seed, slo_headroom=h)
+            counts = np.bincount(np.asarray(r.trace["cluster_id"]), minlength=2)
+            share[name].append(counts.max() / counts.sum())
+            vr[name].append(r.violation_rate)
     # Lightly loaded, raw at-arrival predictions underestimate what is still to come: the literal
-    # router packs one cluster harder (75 % vs 69 % of queries here) and misses more SLOs.
-    assert share["literal"] > share["default"] + 0.03
-    assert vr["literal"] > vr["default"]
+    # router packs one cluster harder (76 % vs 72 % of queries over these seeds) and misses more
+    # SLOs on every seed (4.5 % vs 2.9 % on average).
+    assert np.mean(share["literal"]) > np.mean(share["default"]) + 0.02
+    assert all(a > b for a, b in zip(vr["literal"], vr["default"])), vr
 
 
 def test_reproduce_router_over_seeds_and_ablations() -> None:

@@ -91,8 +91,20 @@ def emulate(
 ) -> tuple[pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills)."""
 
-def calibrate(seed: int = 0, seeds: int = 3, isolated_replications: int = 20) -> dict[str, object]:
-    """Compare the emulator with the real Redshift measurements."""
+def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:
+    """Compare the emulator with the real Redshift measurements on check seed stream ``seed``
+    (``seeds`` seeds pooled): overlap bins, timed-out fraction and share of >= 64 overlaps,
+    isolated means, run-to-run noise, and ``passed``. Raises ValueError for the fit's seed stream."""
+
+def calibrate_fit(
+    seeds: int = 12,
+    random_candidates: int = 200,
+    budget: int = 1500,
+    search_seed: int = 1,
+    progress: Callable[[int, int], bool | None] | None = None,
+) -> tuple[str, list[tuple[int, float, int]]]:
+    """Fit the emulator's interference parameters on the fit seed stream; returns the parameter
+    file text and (rpu, loss, evaluations) per size. ``progress`` returning False interrupts."""
 
 def billed_seconds(intervals: Sequence[tuple[float, float]], minimum_s: float = 60.0) -> float:
     """Billed seconds of busy intervals under the §2 billing timer."""

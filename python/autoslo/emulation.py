@@ -198,6 +198,9 @@ def emulate(
     return EmulationResult(trace=trace, clusters=cluster_table)
 
 
-def calibrate(seed: int = 0, seeds: int = 3, isolated_replications: int = 20) -> dict[str, object]:
-    """Hold the emulator against the real Redshift measurements (see ``autoslo calibrate``)."""
+def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:
+    """Hold the emulator against the real Redshift measurements (see ``autoslo calibrate``).
+
+    ``seed`` names the check seed stream (``seeds`` seeds are pooled per emulated median); it must
+    differ from the fit's stream (``report["fit_seed"]``)."""
     return _core.calibrate(seed=seed, seeds=seeds, isolated_replications=isolated_replications)

@@ -57,8 +57,8 @@ __all__ = [
 
 
 def train(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """Train one variant in PyTorch and export it (see :func:`autoslo.predictor.train.train`)."""
-    from autoslo.predictor.train import train as _train
+    """Train one variant in PyTorch and export it (see :func:`autoslo.predictor.training.train`)."""
+    from autoslo.predictor.training import train as _train
 
     return _train(*args, **kwargs)
 

@@ -34,6 +34,9 @@ const ISOLATED_CSV: &str =
 /// Range the per-template slope is clamped to: doubling the size can at most quarter a runtime
 /// (b = -2) and at most make it 1.4× slower (b = 0.5).
 const SLOPE_RANGE: (f64, f64) = (-2.0, 0.5);
+/// Bandwidth factor of the noise kernel (see [`Catalog::noise_ratios`]): the std of a few draws
+/// is skewed low, so a kernel of exactly the missing variance leaves the median spread short.
+const NOISE_BANDWIDTH: f64 = 1.25;
 /// Weight of the fleet-wide slope as a prior on each template's slope (in units of Σ(x - x̄)²).
 const SLOPE_PRIOR_WEIGHT: f64 = 1.0;
 
@@ -76,6 +79,9 @@ pub struct FitReport {
     pub templates_from_baseline: Vec<u16>,
 }
 
+/// One measured entry's run-to-run noise: (template, instance), run ÷ mean ratios, bandwidth.
+type NoiseEntry = ((u16, u16), Vec<f64>, f64);
+
 /// The isolated-runtime catalog with its scaling law and run-to-run noise pools.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -83,8 +89,8 @@ pub struct Catalog {
     laws: BTreeMap<u16, TemplateLaw>,
     fleet_slope: f64,
     /// Run-to-run noise: for every entry with ≥ 2 runs, its runs divided by its mean (so each
-    /// list averages exactly 1), per RPU.
-    noise: BTreeMap<u32, Vec<((u16, u16), Vec<f64>)>>,
+    /// list averages exactly 1) and its kernel bandwidth (see [`Catalog::noise_ratios`]), per RPU.
+    noise: BTreeMap<u32, Vec<NoiseEntry>>,
 }
 
 /// The bundled TPC-DS catalog (parsed once).
@@ -123,11 +129,14 @@ impl Catalog {
         }
         let (mut laws, fleet_slope) = fit_laws(&runs, None);
         add_baseline_laws(&mut laws, fleet_slope);
-        let mut noise: BTreeMap<u32, Vec<((u16, u16), Vec<f64>)>> = BTreeMap::new();
+        let mut noise: BTreeMap<u32, Vec<NoiseEntry>> = BTreeMap::new();
         for (&(t, i, rpu), rs) in &runs {
             if rs.len() >= 2 {
-                let mean = rs.iter().sum::<f64>() / rs.len() as f64;
-                noise.entry(rpu).or_default().push(((t, i), rs.iter().map(|r| r / mean).collect()));
+                let n = rs.len() as f64;
+                let mean = rs.iter().sum::<f64>() / n;
+                let lm = rs.iter().map(|r| r.ln()).sum::<f64>() / n;
+                let log_sd = (rs.iter().map(|r| (r.ln() - lm).powi(2)).sum::<f64>() / n).sqrt();
+                noise.entry(rpu).or_default().push(((t, i), rs.iter().map(|r| r / mean).collect(), NOISE_BANDWIDTH * log_sd / (n - 1.0).sqrt()));
             }
         }
         Ok(Catalog { runs, laws, fleet_slope, noise })
@@ -175,14 +184,17 @@ impl Catalog {
         Ok((a + law.slope * (rpu as f64).log2()).exp())
     }
 
-    /// Run-to-run noise of a query text at a size: a list of run ÷ mean ratios (averaging 1)
-    /// from which each run draws one. A text measured at least twice at this size uses its own
-    /// runs; any other uses a donor entry picked by hashing the text, among the entries of the
-    /// nearest size (in log2) with at least 20 repeated entries. Noisy queries thus stay noisy
-    /// and stable ones stable, as measured.
-    pub fn noise_ratios(&self, text: QueryText, rpu: u32) -> &[f64] {
+    /// Run-to-run noise of a query text at a size: a list of run ÷ mean ratios (averaging 1) and
+    /// a kernel bandwidth `h` (in ln runtime). A run's noise multiplier is a ratio picked
+    /// uniformly, times `exp(h·z − h²/2)` with `z` standard normal (a smoothed bootstrap: mean 1,
+    /// heavy-tailed as measured, and never the same value twice). `h` is the entry's std of ln
+    /// runtime ÷ √runs, so `n` draws spread like the `n` measured runs (resampling the ratios
+    /// alone loses `1/n` of the variance and repeats values). Entries measured at that size use
+    /// their own runs; others borrow a donor entry at the nearest size with ≥ 20 entries, picked by
+    /// a hash of the text (fixed per text).
+    pub fn noise_ratios(&self, text: QueryText, rpu: u32) -> (&[f64], f64) {
         if let Some(own) = self.noise.get(&rpu).and_then(|v| v.iter().find(|e| e.0 == (text.template, text.instance))) {
-            return &own.1;
+            return (&own.1, own.2);
         }
         let dist = |s: u32| ((s as f64).log2() - (rpu.max(1) as f64).log2()).abs();
         let pool = self
@@ -194,10 +206,28 @@ impl Catalog {
         match pool {
             Some((_, entries)) => {
                 let mut h = ((text.template as u64) << 16) | text.instance as u64 | ((rpu as u64) << 32);
-                &entries[(crate::rng::splitmix64(&mut h) % entries.len() as u64) as usize].1
+                let e = &entries[(crate::rng::splitmix64(&mut h) % entries.len() as u64) as usize];
+                (&e.1, e.2)
             }
-            None => &[1.0],
+            None => (&[1.0], 0.0),
         }
+    }
+
+    /// The size-scaling slope `b(t)` of a template (d ln runtime / d log2 size; −ln 2 is linear
+    /// speedup). Unknown templates get the fleet slope.
+    pub fn size_slope(&self, template: u16) -> f64 {
+        self.laws.get(&template).map_or(self.fleet_slope, |l| l.slope)
+    }
+
+    /// Mean isolated runtime at `rpu` over every known template × instances 1..=3 (the
+    /// BaseWorkload texts). O(T).
+    pub fn mean_runtime_at(&self, rpu: u32) -> f64 {
+        let xs: Vec<f64> = self
+            .templates()
+            .flat_map(|template| (1..=NUM_INSTANCES).map(move |instance| QueryText { template, instance }))
+            .filter_map(|t| self.isolated_runtime(t, rpu).ok())
+            .collect();
+        xs.iter().sum::<f64>() / xs.len().max(1) as f64
     }
 
     /// The fleet-wide slope of ln runtime in log2 size.

@@ -168,3 +168,47 @@ fn second_key_decides_between_placements_with_equal_violations() {
         }
     }
 }
+
+#[test]
+fn emulator_and_simulator_bill_by_the_same_rule_on_the_same_schedule() {
+    use crate::billing::billed_seconds;
+    use crate::control::{Action, RoundRobin, ScheduledAction, ScheduledScaler};
+    use crate::trace::{Outcome, Trace};
+    // No cluster at first: one spun up at t = 1 s (ready at 301 s), a second at t = 30 s (ready at
+    // 330 s). The queries arriving before 301 s wait for the starting clusters, which must not
+    // bill before they are ready.
+    let p = model();
+    let base = base_workload(0.2, 4, &SloTable::paper(2.0).unwrap()).unwrap();
+    let shifted: Vec<Query> = base.queries().iter().map(|q| Query { arrival: q.arrival + 5.0, ..*q }).collect();
+    let w = crate::workload::Workload::new(shifted, base.tenants().to_vec(), base.classes().to_vec()).unwrap();
+    let schedule = || {
+        let up = |at| ScheduledAction { at, action: Action::SpinUp { size: 16 } };
+        ScheduledScaler::new(vec![up(1.0), up(30.0)], 1.0).unwrap()
+    };
+    let emu_cfg = EmulatorConfig { seed: 4, timeout_s: Some(600.0), ..Default::default() };
+    let emu = emulate(&w, &[], &mut RoundRobin::default(), &mut schedule(), &emu_cfg).unwrap();
+    let sim_cfg = SimulatorConfig { timeout_s: Some(600.0), ..Default::default() };
+    let sim = simulate(&p, &w, &[], &mut RoundRobin::default(), &mut schedule(), sim_cfg).unwrap();
+    let check = |name: &str, t: &Trace| {
+        assert_eq!(t.clusters.len(), 2, "{name}");
+        assert!((t.clusters[0].ready_at - 301.0).abs() < 1e-6 && (t.clusters[1].ready_at - 330.0).abs() < 1e-6, "{name}");
+        for c in &t.clusters {
+            // The same §2 rule over each query's presence once the cluster is ready.
+            let iv: Vec<(f64, f64)> = t.rows.iter().filter(|r| r.cluster == c.id).map(|r| (r.arrival.max(c.ready_at), r.end.max(c.ready_at))).collect();
+            let want = billed_seconds(&iv, BillingPolicy::default().minimum_s).unwrap();
+            assert!((c.billed_seconds - want).abs() < 1e-6, "{name} cluster {}: billed {} vs rule {want}", c.id, c.billed_seconds);
+        }
+        // A timed-out query leaves at the timeout.
+        for r in t.rows.iter().filter(|r| r.outcome == Outcome::TimedOut) {
+            assert!((r.end - r.arrival - 600.0).abs() < 1e-6, "{name}: timed out at {}", r.end - r.arrival);
+        }
+        assert!(t.rows.iter().any(|r| r.arrival < 301.0), "{name}: some query waited for a starting cluster");
+        // Billing never starts before readiness: a cluster's bill is at most its ready-to-end span.
+        for c in &t.clusters {
+            let last_end = t.rows.iter().filter(|r| r.cluster == c.id).map(|r| r.end).fold(c.ready_at, f64::max);
+            assert!(c.billed_seconds <= (last_end - c.ready_at).max(60.0) + 1e-6, "{name} cluster {}", c.id);
+        }
+    };
+    check("emulator", &emu);
+    check("simulator", &sim);
+}

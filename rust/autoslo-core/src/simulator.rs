@@ -3,7 +3,10 @@
 //!
 //! Each simulated cluster keeps an incremental Iconq+ state; an arrival updates every running
 //! query's prediction (monotonicity-guarded, as in the router), and a query completes at
-//! arrival + prediction. Routing and scaling come through the same control-plane interface as the
+//! arrival + prediction. The simulator agrees with the emulator and the router on semantics: the
+//! arriving query's own prediction goes through the model's at-arrival correction (as the router
+//! predicts it), a cluster's billing timer starts when it is ready (never while it starts), and a
+//! query whose prediction exceeds the timeout leaves its cluster at the timeout. Routing and scaling come through the same control-plane interface as the
 //! emulator (`control::Router`, `control::Scaler`), and the result is the same `Trace`. The whole
 //! simulated state is `Clone` ([`WorkloadSimulator::fork`]), so the autoscaler can branch it.
 
@@ -54,8 +57,10 @@ struct SimCluster {
 }
 
 impl SimCluster {
-    fn next_completion(&self) -> Option<(f64, usize)> {
-        self.running.iter().enumerate().map(|(k, r)| (r.arrival + r.prediction, k)).min_by(|a, b| a.0.total_cmp(&b.0))
+    /// The next query to leave (completion or timeout) and when.
+    fn next_completion(&self, timeout: Option<f64>) -> Option<(f64, usize)> {
+        let to = timeout.unwrap_or(f64::INFINITY);
+        self.running.iter().enumerate().map(|(k, r)| (r.arrival + r.prediction.min(to), k)).min_by(|a, b| a.0.total_cmp(&b.0))
     }
 }
 
@@ -157,7 +162,7 @@ impl<'a> WorkloadSimulator<'a> {
             }
         };
         for (i, c) in self.clusters.iter().enumerate() {
-            if let Some((t, _)) = c.next_completion() {
+            if let Some((t, _)) = c.next_completion(self.cfg.timeout_s) {
                 consider(t, 0, i);
             }
             if c.info.state == Lifecycle::Starting {
@@ -198,7 +203,7 @@ impl<'a> WorkloadSimulator<'a> {
         self.now = now;
         match kind {
             0 => {
-                let (_, pos) = self.clusters[k].next_completion().expect("a completion is due");
+                let (_, pos) = self.clusters[k].next_completion(self.cfg.timeout_s).expect("a completion is due");
                 let c = &mut self.clusters[k];
                 let r = c.running.remove(pos);
                 c.model.complete(self.workload.queries()[r.qi].id)?;
@@ -223,6 +228,10 @@ impl<'a> WorkloadSimulator<'a> {
                 let c = &mut self.clusters[k];
                 let ev = if c.info.state == Lifecycle::Starting {
                     c.info.state = Lifecycle::Ready;
+                    if !c.running.is_empty() {
+                        // Billing starts when the cluster is ready and has queries.
+                        c.timer.on_arrival(now)?;
+                    }
                     Event::ClusterReady { cluster: k as ClusterId }
                 } else {
                     c.info.state = Lifecycle::Gone;
@@ -256,15 +265,22 @@ impl<'a> WorkloadSimulator<'a> {
         if !matches!(c.info.state, Lifecycle::Ready | Lifecycle::Starting) {
             return Err(AutoSloError::InvalidAction(format!("router sent query {} to cluster {cid}, which is {:?}", q.id, c.info.state)));
         }
-        let wait = if c.info.state == Lifecycle::Starting { (c.info.ready_at - now).max(0.0) } else { 0.0 };
+        let starting = c.info.state == Lifecycle::Starting;
+        let wait = if starting { (c.info.ready_at - now).max(0.0) } else { 0.0 };
         let f = self.predictor.query(q.id, q.text, now, c.info.size)?;
+        let stage_s = f.stage_s;
+        let running_before = c.running.len();
         let u = c.model.add_arrival(self.predictor.kernel(), f)?;
         for (r, (_, p)) in c.running.iter_mut().zip(&u.updated) {
             // Monotonicity guard: a later arrival never makes a running query faster, and it has already run this long.
             r.prediction = r.prediction.max(*p + r.wait).max(now - r.arrival);
         }
-        c.running.push(Running { qi, arrival: now, prediction: u.prediction + wait, wait });
-        c.timer.on_arrival(now)?;
+        // The routed query has no after-neighbours yet: predicted as the router predicts it.
+        let own = self.predictor.at_arrival(u.prediction, stage_s, c.info.size, running_before);
+        c.running.push(Running { qi, arrival: now, prediction: own + wait, wait });
+        if !starting {
+            c.timer.on_arrival(now)?;
+        }
         c.queries += 1;
         Ok(())
     }

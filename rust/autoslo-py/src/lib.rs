@@ -201,17 +201,7 @@ fn emulate(
     };
     let trace = py
         .detach(|| {
-            let mut report = |done: usize, total: usize| -> bool {
-                Python::attach(|py| {
-                    if py.check_signals().is_err() {
-                        return false;
-                    }
-                    match &progress {
-                        Some(cb) => cb.call1(py, (done, total)).map(|r| !matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(false),
-                        None => true,
-                    }
-                })
-            };
+            let mut report = progress_reporter(&progress);
             emulator::emulate_with_progress(&w, &clusters, router.as_mut(), scaler.as_mut(), &cfg, &mut report)
         })
         .map_err(err)?;
@@ -219,65 +209,102 @@ fn emulate(
     Ok((rows.into_pyarrow(py)?.unbind(), cl.into_pyarrow(py)?.unbind()))
 }
 
-/// Hold the emulator against the real measurements; returns a dict with `bins`, `isolated`, `passed`.
+/// A dict from `key => value` pairs (values converted by `IntoPyObject`).
+macro_rules! pydict {
+    ($py:expr; $($k:literal => $v:expr),* $(,)?) => {{
+        let d = PyDict::new($py);
+        $(d.set_item($k, $v)?;)*
+        Ok::<_, PyErr>(d)
+    }};
+}
+
+/// A progress callback for the Rust core: calls `progress(done, total)` with the GIL, and stops
+/// the run (returns false) on Ctrl-C, when the callback returns False, or when it raises.
+fn progress_reporter(progress: &Option<Py<PyAny>>) -> impl FnMut(usize, usize) -> bool + '_ {
+    move |done, total| {
+        Python::attach(|py| {
+            if py.check_signals().is_err() {
+                return false;
+            }
+            match progress {
+                Some(cb) => cb.call1(py, (done, total)).map(|r| !matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(false),
+                None => true,
+            }
+        })
+    }
+}
+
+/// Hold the emulator against the real measurements; returns a dict with `bins`, `load`,
+/// `isolated`, `noise`, the tolerances and `passed`.
 #[pyfunction]
-#[pyo3(signature = (seed=0, seeds=3, isolated_replications=20))]
+#[pyo3(signature = (seed=0, seeds=10, isolated_replications=20))]
 fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize) -> PyResult<Py<PyDict>> {
-    let cfg = EmulatorConfig { seed, ..Default::default() };
-    let r = py.detach(|| calibration::calibrate(&cfg, seeds, isolated_replications)).map_err(err)?;
+    let cfg = EmulatorConfig::default();
+    let r = py.detach(|| calibration::calibrate(&cfg, seed, seeds, isolated_replications)).map_err(err)?;
     let d = PyDict::new(py);
     let bins = r
         .bins
         .iter()
-        .map(|b| {
-            let e = PyDict::new(py);
-            e.set_item("rpu", b.rpu)?;
-            e.set_item("overlap_lo", b.lo)?;
-            e.set_item("overlap_hi", b.hi)?;
-            e.set_item("n", b.n)?;
-            e.set_item("emulated_median", b.emulated_median)?;
-            e.set_item("real_median", b.real_median)?;
-            e.set_item("checked", b.checked)?;
-            e.set_item("within", b.within)?;
-            Ok(e)
+        .map(|x| {
+            let hi = (x.hi != usize::MAX).then_some(x.hi);
+            pydict!(py; "rpu" => x.rpu, "overlap_lo" => x.lo, "overlap_hi" => hi, "overlapping" => calibration::bin_label(x.lo, x.hi), "n" => x.n,
+                "emulated_median" => x.emulated_median, "real_median" => x.real_median, "real_rows" => x.real_rows, "checked" => x.checked, "within" => x.within)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let load = r
+        .load
+        .iter()
+        .map(|x| {
+            pydict!(py; "rpu" => x.rpu, "queries" => x.queries, "real_executions" => x.real_executions, "emulated_timed_out" => x.emulated_timed_out,
+                "real_timed_out" => x.real_timed_out, "timed_out_within" => x.timed_out_within, "emulated_share64" => x.emulated_share64,
+                "real_share64" => x.real_share64, "share64_within" => x.share64_within)
         })
         .collect::<PyResult<Vec<_>>>()?;
     let iso = r
         .isolated
         .iter()
-        .map(|i| {
-            let e = PyDict::new(py);
-            e.set_item("rpu", i.rpu)?;
-            e.set_item("runs", i.runs)?;
-            e.set_item("emulated_mean", i.emulated_mean)?;
-            e.set_item("real_mean", i.real_mean)?;
-            e.set_item("relative_error", i.relative_error)?;
-            e.set_item("within", i.within)?;
-            Ok(e)
-        })
+        .map(|x| pydict!(py; "rpu" => x.rpu, "runs" => x.runs, "emulated_mean" => x.emulated_mean, "real_mean" => x.real_mean, "relative_error" => x.relative_error, "within" => x.within))
         .collect::<PyResult<Vec<_>>>()?;
     let noise = r
         .noise
         .iter()
-        .map(|n| {
-            let e = PyDict::new(py);
-            e.set_item("rpu", n.rpu)?;
-            e.set_item("real_entries", n.real_entries)?;
-            e.set_item("emulated_groups", n.emulated_groups)?;
-            e.set_item("real_log_std_p50", n.real_log_std[0])?;
-            e.set_item("emulated_log_std_p50", n.emulated_log_std[0])?;
-            e.set_item("real_log_std_p90", n.real_log_std[1])?;
-            e.set_item("emulated_log_std_p90", n.emulated_log_std[1])?;
-            Ok(e)
+        .map(|x| {
+            pydict!(py; "rpu" => x.rpu, "real_entries" => x.real_entries, "emulated_groups" => x.emulated_groups, "real_log_std_p50" => x.real_log_std[0],
+                "emulated_log_std_p50" => x.emulated_log_std[0], "real_log_std_p90" => x.real_log_std[1], "emulated_log_std_p90" => x.emulated_log_std[1],
+                "checked" => x.checked, "within" => x.within)
         })
         .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("seed", r.seed)?;
+    d.set_item("seeds", r.seeds)?;
+    d.set_item("fit_seed", calibration::FIT_SEED)?;
     d.set_item("bins", bins)?;
+    d.set_item("load", load)?;
     d.set_item("isolated", iso)?;
     d.set_item("noise", noise)?;
+    d.set_item("min_rows", calibration::MIN_ROWS)?;
     d.set_item("median_tolerance", calibration::MEDIAN_TOLERANCE)?;
+    d.set_item("timeout_tolerance", calibration::TIMEOUT_TOLERANCE)?;
+    d.set_item("share64_tolerance", calibration::SHARE64_TOLERANCE)?;
     d.set_item("isolated_tolerance", calibration::ISOLATED_TOLERANCE)?;
+    d.set_item("noise_tolerance", calibration::NOISE_TOLERANCE)?;
     d.set_item("passed", r.passed())?;
     Ok(d.unbind())
+}
+
+/// Fit the emulator's interference parameters on the fit seed stream; returns the parameter file
+/// text (what `python/autoslo/data/interference.csv` ships) and per-size losses.
+#[pyfunction]
+#[pyo3(signature = (seeds=12, random_candidates=200, budget=1500, search_seed=1, progress=None))]
+fn calibrate_fit(py: Python<'_>, seeds: u64, random_candidates: usize, budget: usize, search_seed: u64, progress: Option<Py<PyAny>>) -> PyResult<(String, Vec<(u32, f64, usize)>)> {
+    let cfg = EmulatorConfig::default();
+    let opts = calibration::FitOptions { seeds, random_candidates, budget, search_seed };
+    let r = py
+        .detach(|| {
+            let mut report = progress_reporter(&progress);
+            calibration::fit(&cfg, None, &opts, &mut report)
+        })
+        .map_err(err)?;
+    Ok((r.to_csv(), r.sizes.iter().map(|s| (s.rpu, s.loss, s.evaluations)).collect()))
 }
 
 /// Batch billing: billed seconds of busy intervals under the §2 timer.
@@ -348,6 +375,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_workload, m)?)?;
     m.add_function(wrap_pyfunction!(emulate, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_fit, m)?)?;
     m.add_function(wrap_pyfunction!(billed_seconds, m)?)?;
     m.add_class::<PyBillingTimer>()?;
     m.add_function(wrap_pyfunction!(predictor::predictor_dataset, m)?)?;

@@ -3,9 +3,10 @@
 //!
 //! Each query's isolated work comes from the TPC-DS [`catalog`](crate::catalog) for the size of
 //! the cluster it runs on, multiplied by run-to-run noise drawn from the measured residuals of
-//! repeated runs at that size (mean-preserving, heavy-tailed as measured). Concurrent queries
-//! interfere through resource sharing, memory pressure and admission queueing
-//! ([`InterferenceModel`]). Clusters spun up during a run take a measured or fixed time to become
+//! repeated runs at that size (a mean-preserving smoothed bootstrap, heavy-tailed as measured).
+//! Concurrent queries interfere through compute sharing, spill when the memory demands of the
+//! queries running together exceed the cluster's memory, and memory-aware admission queueing
+//! ([`InterferenceModel`]): which queries co-run matters, not only how many. Clusters spun up during a run take a measured or fixed time to become
 //! ready and start cold (work × `cold_start.factor`, fading linearly over `cold_start.duration_s`).
 //! Queries that exceed the timeout leave with a censored latency. Billing follows §2.
 //!
@@ -15,7 +16,7 @@
 mod interference;
 mod lifecycle;
 
-pub use interference::{InterferenceModel, InterferenceParams};
+pub use interference::{memory_demand, super_linearity, InterferenceModel, InterferenceParams, INTERFERENCE_HEADER, NUM_PARAMS};
 pub use lifecycle::{measured_cycles, Lifecycle};
 
 use std::collections::VecDeque;
@@ -97,9 +98,14 @@ const DONE_EPS: f64 = 1e-6;
 struct Sim {
     info: ClusterInfo,
     params: InterferenceParams,
-    /// (query index, remaining work)
-    running: Vec<(usize, f64)>,
-    queue: VecDeque<usize>,
+    /// Catalog mean isolated runtime at this size (the unit of memory demand).
+    mean_w: f64,
+    /// (query index, remaining work, memory demand)
+    running: Vec<(usize, f64, f64)>,
+    /// Total memory demand of the running queries.
+    demand: f64,
+    /// (query index, memory demand), FIFO.
+    queue: VecDeque<(usize, f64)>,
     last_update: f64,
     rate: f64,
     timer: BillingTimer,
@@ -133,15 +139,15 @@ impl Sim {
             ClusterState::Stopping => t = t.min(self.gone_at),
             _ => {}
         }
-        if let Some(&(_, _)) = self.running.first() {
+        if !self.running.is_empty() {
             let min_rem = self.running.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
             t = t.min(self.last_update + min_rem.max(0.0) / self.rate);
         }
         if let Some(to) = timeout {
-            if let Some(&q) = self.queue.front() {
+            if let Some(&(q, _)) = self.queue.front() {
                 t = t.min(arrival[q] + to);
             }
-            for &(q, _) in &self.running {
+            for &(q, _, _) in &self.running {
                 t = t.min(arrival[q] + to);
             }
         }
@@ -193,7 +199,9 @@ impl<'a> Run<'a> {
         self.sims.push(Sim {
             info: ClusterInfo { id, size, state, requested_at: now, ready_at, running: 0, queued: 0 },
             params: self.cfg.interference.at(size),
+            mean_w: self.cat.mean_runtime_at(size),
             running: Vec::new(),
+            demand: 0.0,
             queue: VecDeque::new(),
             last_update: now,
             rate: 1.0,
@@ -207,20 +215,26 @@ impl<'a> Run<'a> {
         Ok(id)
     }
 
-    /// Noise multiplier of query `qi` on a cluster of `size`: one of the measured run ÷ mean
-    /// ratios of its text at that size (or of a donor entry, see `Catalog::noise_ratios`), picked
-    /// by the query's own random stream so the draw does not depend on routing order. Mean 1.
+    /// Noise multiplier of query `qi` on a cluster of `size`: a smoothed bootstrap of the
+    /// measured run ÷ mean ratios of its text at that size (or of a donor entry, see
+    /// `Catalog::noise_ratios`), drawn from the query's own random stream so the draw does not
+    /// depend on routing order. Mean 1.
     fn noise(&self, qi: usize, size: u32) -> f64 {
         if !self.cfg.noise {
             return 1.0;
         }
         let q = &self.w.queries()[qi];
-        let ratios = self.cat.noise_ratios(q.text, size);
+        let (ratios, h) = self.cat.noise_ratios(q.text, size);
         let mut rng = Rng::new(derive_seed(self.cfg.seed, q.id));
-        ratios[rng.below(ratios.len())]
+        let r = ratios[rng.below(ratios.len())];
+        if h > 0.0 {
+            r * (h * rng.normal() - 0.5 * h * h).exp()
+        } else {
+            r
+        }
     }
 
-    fn start_query(&mut self, c: usize, qi: usize, t: f64) -> Result<()> {
+    fn start_query(&mut self, c: usize, qi: usize, demand: f64, t: f64) -> Result<()> {
         let size = self.sims[c].info.size;
         let text = self.w.queries()[qi].text;
         let mut work = self.cat.isolated_runtime(text, size)? * self.noise(qi, size);
@@ -231,7 +245,9 @@ impl<'a> Run<'a> {
         }
         self.start[qi] = Some(t);
         self.work[qi] = work;
-        self.sims[c].running.push((qi, work));
+        let s = &mut self.sims[c];
+        s.running.push((qi, work, demand));
+        s.demand += demand;
         Ok(())
     }
 
@@ -278,9 +294,10 @@ impl<'a> Run<'a> {
         // Completions.
         let mut i = 0;
         while i < self.sims[c].running.len() {
-            let (qi, rem) = self.sims[c].running[i];
+            let (qi, rem, d) = self.sims[c].running[i];
             if rem <= DONE_EPS {
                 self.sims[c].running.swap_remove(i);
+                self.sims[c].demand -= d;
                 let work = self.work[qi];
                 self.finish(c, qi, t, Outcome::Completed, work);
                 left = true;
@@ -292,9 +309,10 @@ impl<'a> Run<'a> {
         if let Some(to) = self.cfg.timeout_s {
             let mut i = 0;
             while i < self.sims[c].running.len() {
-                let (qi, rem) = self.sims[c].running[i];
+                let (qi, rem, d) = self.sims[c].running[i];
                 if self.arrival[qi] + to <= t {
                     self.sims[c].running.swap_remove(i);
+                    self.sims[c].demand -= d;
                     let executed = (self.work[qi] - rem).max(0.0);
                     self.finish(c, qi, t, Outcome::TimedOut, executed);
                     left = true;
@@ -302,7 +320,7 @@ impl<'a> Run<'a> {
                     i += 1;
                 }
             }
-            while let Some(&qi) = self.sims[c].queue.front() {
+            while let Some(&(qi, _)) = self.sims[c].queue.front() {
                 if self.arrival[qi] + to > t {
                     break;
                 }
@@ -323,16 +341,25 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Start queued queries while slots are free (ready or draining clusters).
+    /// Start queued queries, in FIFO order, while the head is admitted (ready or draining
+    /// clusters); then set the cluster's progress rate.
     fn fill(&mut self, c: usize, t: f64) -> Result<()> {
         if matches!(self.sims[c].info.state, ClusterState::Ready | ClusterState::Draining) {
-            while self.sims[c].running.len() < self.sims[c].params.concurrency_limit {
-                let Some(qi) = self.sims[c].queue.pop_front() else { break };
-                self.start_query(c, qi, t)?;
+            while let Some(&(qi, d)) = self.sims[c].queue.front() {
+                let s = &self.sims[c];
+                if !s.params.admits(s.running.len(), s.demand, d) {
+                    break;
+                }
+                self.sims[c].queue.pop_front();
+                self.start_query(c, qi, d, t)?;
             }
         }
         let s = &mut self.sims[c];
-        s.rate = s.params.rate(s.running.len());
+        if s.running.is_empty() {
+            s.demand = 0.0; // no drift from repeated additions and removals
+        }
+        let max_d = s.running.iter().map(|r| r.2).fold(0.0, f64::max);
+        s.rate = s.params.rate(s.running.len(), s.queue.len(), s.demand, max_d);
         Ok(())
     }
 
@@ -352,7 +379,9 @@ impl<'a> Run<'a> {
         if s.info.state == ClusterState::Ready {
             s.timer.on_arrival(t)?;
         }
-        s.queue.push_back(qi);
+        let (p, size, mean_w) = (s.params, s.info.size, s.mean_w);
+        let d = memory_demand(self.cat, &p, self.w.queries()[qi].text, size, mean_w)?;
+        self.sims[c as usize].queue.push_back((qi, d));
         self.fill(c as usize, t)
     }
 
