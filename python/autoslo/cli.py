@@ -12,7 +12,11 @@ import pyarrow as pa
 
 from autoslo import _core
 from autoslo.emulation import calibrate, emulate
-from autoslo.reproduce import ROUTER_POLICIES
+from autoslo.bundled import load
+from autoslo.demo import run_demo
+from autoslo.predictor.cli import register as register_predictor
+from autoslo.reproduce import ROUTER_POLICIES, reproduce_router
+from autoslo.tables import fmt_table
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
 
@@ -46,19 +50,6 @@ def _workload(args: argparse.Namespace) -> pa.Table:
     return base_workload(args.rate, seed=args.seed, kappa=args.kappa)
 
 
-def _fmt_table(rows: list[dict[str, object]], columns: Sequence[str]) -> str:
-    def cell(v: object) -> str:
-        if isinstance(v, float):
-            return f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}"
-        return "-" if v is None else str(v)
-
-    cells = [[cell(r[c]) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
-
-
 def cmd_emulate(args: argparse.Namespace) -> int:
     wl = _workload(args)
     result = emulate(
@@ -78,9 +69,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(_fmt_table([summary], list(summary)))
+        print(fmt_table([summary], list(summary)))
         print()
-        print(_fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "violation_rate", "latency_p50", "latency_p95", "cost"]))
+        print(fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "violation_rate", "latency_p50", "latency_p95", "cost"]))
     return 0
 
 
@@ -116,7 +107,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     ]
     print(f"Check seeds: stream {report['seed']}, {report['seeds']} seeds (the fit used stream {report['fit_seed']})")
     print(f"Median latency / isolated runtime by overlapping queries (real: concurrent_latencies.csv; checked: >= {report['min_rows']} real rows at 8-32 RPU)")
-    print(_fmt_table(rows, list(rows[0])))
+    print(fmt_table(rows, list(rows[0])))
     print()
     print("Load: timed-out fraction and share of queries with >= 64 overlaps (real: executions, partial-neighbour-set rows excluded)")
     load = [
@@ -131,14 +122,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         }
         for r in report["load"]
     ]
-    print(_fmt_table(load, list(load[0])))
+    print(fmt_table(load, list(load[0])))
     print()
     print("Isolated runs: mean runtime per RPU (real: the measured runs)")
-    print(_fmt_table(report["isolated"], ["rpu", "runs", "emulated_mean", "real_mean", "relative_error", "within"]))
+    print(fmt_table(report["isolated"], ["rpu", "runs", "emulated_mean", "real_mean", "relative_error", "within"]))
     print()
     print(f"Run-to-run noise: std of log runtime per repeated query, p50 / p90 (p50 checked at 8-32 RPU, within x{report['noise_tolerance']})")
     noise = [{**n, "within": mark(n["checked"], n["within"])} for n in report["noise"]]
-    print(_fmt_table(noise, ["rpu", "real_entries", "real_log_std_p50", "emulated_log_std_p50", "real_log_std_p90", "emulated_log_std_p90", "within"]))
+    print(fmt_table(noise, ["rpu", "real_entries", "real_log_std_p50", "emulated_log_std_p50", "real_log_std_p90", "emulated_log_std_p90", "within"]))
     print(f"\ncalibration {'PASSED' if report['passed'] else 'FAILED'}")
     return 0 if report["passed"] else 1
 
@@ -175,8 +166,6 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from autoslo.demo import run_demo
-
     return run_demo(queries_per_day=args.queries_per_day, seed=args.seed, kappa=args.kappa, as_json=args.json)
 
 
@@ -188,7 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("emulate", help="run a workload on the calibrated warehouse emulator", description="Run a workload on the calibrated warehouse emulator and report violation rate and cost.")
     _add_workload_args(p)
     p.add_argument("--clusters", type=_sizes, default=[16, 16], help="cluster sizes in RPU, comma-separated (default 16,16)")
-    p.add_argument("--routing", default="round-robin", choices=_core.ROUTING_POLICIES, help="routing policy (default round-robin)")
+    p.add_argument(
+        "--routing",
+        default="autoslo",
+        choices=_core.ROUTING_POLICIES,
+        help="routing policy (default: autoslo, the product's router with the bundled Iconq+; baselines by name: round-robin, stage-cost, least-work)",
+    )
     p.add_argument("--timeout", type=float, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
     p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
@@ -226,8 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print rows as JSON")
     p.set_defaults(func=cmd_demo)
 
-    from autoslo.predictor.cli import register as register_predictor
-
     register_predictor(sub)
 
     p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
@@ -245,9 +237,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_reproduce_router(args: argparse.Namespace) -> int:
-    from autoslo.predictor import load
-    from autoslo.reproduce import reproduce_router
-
     pred = load(args.model) if any(p != "round-robin" for p in args.policies) else None
     if pred is not None and not args.arrival_correction:
         pred = pred.without_arrival_correction()
@@ -265,7 +254,7 @@ def cmd_reproduce_router(args: argparse.Namespace) -> int:
             for k, g in groups.items()
         ]
         print(f"means over seeds {', '.join(map(str, args.seed))} (timeouts: total)")
-    print(_fmt_table(rows, ["rate", "kappa", "clusters", "policy", "violation_rate", "cost", "timeouts"]))
+    print(fmt_table(rows, ["rate", "kappa", "clusters", "policy", "violation_rate", "cost", "timeouts"]))
     for seed, ch in out.get("per_seed", {}).items():
         print(f"seed {seed}: " + ", ".join(f"{p} {c['mean_violation_rate_change']:+.1%} / {c['mean_cost_change']:+.1%}" for p, c in ch.items()))
     for p, s in out["mean_change_vs_round_robin"].items():

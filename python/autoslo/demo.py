@@ -12,6 +12,7 @@ import json
 from tqdm.auto import tqdm
 
 from autoslo.emulation import emulate
+from autoslo.tables import fmt_table
 from autoslo.workloads import redbench_workload
 
 CONFIGURATIONS: list[list[int]] = [[16], [16, 16], [32, 16], [32, 32], [32, 32, 32, 32]]
@@ -19,7 +20,6 @@ CONFIGURATIONS: list[list[int]] = [[16], [16, 16], [32, 16], [32, 32], [32, 32, 
 
 def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0, as_json: bool = False) -> int:
     """Emulate the day on every configuration and print the comparison. Returns an exit code."""
-    from autoslo.cli import _fmt_table
 
     wl = redbench_workload(days=1, seed=seed, queries_per_day=queries_per_day, tenants=4, kappa=kappa)
     fleet, groups = [], []
@@ -33,9 +33,9 @@ def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0,
         print(json.dumps({"fleet": fleet, "per_tenant_class": groups}))
         return 0
     print(f"One Redbench-like weekday: {wl.num_rows} queries, 4 tenants, SLO = {kappa} x baseline, round-robin routing\n")
-    print(_fmt_table(fleet, ["config", "queries", "violation_rate", "timeouts", "cost"]))
+    print(fmt_table(fleet, ["config", "queries", "violation_rate", "timeouts", "cost"]))
     print("\nPer tenant x class (attributed cost sums to the billed cost):")
-    print(_fmt_table(groups, ["config", "tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
+    print(fmt_table(groups, ["config", "tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
     worst = max(groups, key=lambda g: g["violation_rate"])
     print(f"\nWorst tenant x class: {worst['tenant']}/{worst['class']} on {worst['config']} at {worst['violation_rate']:.1%} violations")
     return 0

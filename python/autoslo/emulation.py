@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
+from autoslo.bundled import load
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,6 @@ NEEDS_PREDICTOR = ("autoslo", "autoslo-latency", "stage-cost", "least-work")
 def predictor_for(needed: bool, predictor: _core.Predictor | None) -> _core.Predictor | None:
     """``predictor``, or the bundled Iconq+ if it is ``None`` and one is ``needed``."""
     if predictor is None and needed:
-        from autoslo.predictor import load
-
         return load()
     return predictor
 

@@ -17,7 +17,6 @@ Training from scratch (what ``autoslo predictor data/train`` do)::
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import pyarrow as pa
 
 from autoslo import _core
 from autoslo._core import ClusterPredictor, Counterfactual, Predictor
+from autoslo.bundled import BUNDLED, bundled_model_dir, load
 from autoslo.predictor.data import DataConfig, TraceSet, test_split
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
@@ -32,8 +32,6 @@ from autoslo.predictor.stage import train_stage
 from autoslo.predictor.arrival import fit_arrival
 from autoslo.predictor.config import VARIANTS, TrainConfig, qerror_summary
 
-#: Directory names of the bundled models, by variant.
-BUNDLED = {"iconq+": "iconq_plus", "censored": "censored", "size": "size", "iconq": "iconq"}
 
 __all__ = [
     "BUNDLED",
@@ -61,22 +59,6 @@ def train(*args, **kwargs):  # type: ignore[no-untyped-def]
     from autoslo.predictor.training import train as _train
 
     return _train(*args, **kwargs)
-
-
-def bundled_model_dir(variant: str = "iconq+") -> Path:
-    """Directory of a bundled model (shipped inside the package)."""
-    if variant not in BUNDLED:
-        raise ValueError(f"unknown variant {variant!r}; bundled: {sorted(BUNDLED)}")
-    return Path(str(resources.files("autoslo").joinpath("models", BUNDLED[variant])))
-
-
-def load(path: str | Path | None = None, backend: str = "native") -> Predictor:
-    """Load a model directory (default: the bundled Iconq+), verifying native against libtorch.
-
-    Raises ``AutoSloCoreError`` if the directory is missing, a file is corrupt (digest mismatch),
-    or the model was written by an incompatible version.
-    """
-    return Predictor(str(path if path is not None else bundled_model_dir()), backend)
 
 
 def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None) -> dict:

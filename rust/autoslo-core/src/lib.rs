@@ -13,7 +13,8 @@
 //! - [`calibration`]: the emulator held against the real concurrency measurements;
 //! - [`predictor`]: the Latency Predictor (Stage and Iconq+, incremental per cluster);
 //! - [`router`]: the Query Router (Algorithm 1) and the routing baselines;
-//! - [`simulator`]: the Workload Simulator, whose completions come from the predictor.
+//! - [`simulator`]: the Workload Simulator, whose completions come from the predictor;
+//! - [`live`]: the Query Router used live, over a changing cluster set and a real clock.
 
 pub mod billing;
 pub mod calibration;
@@ -21,6 +22,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod control;
 pub mod emulator;
+pub mod live;
 pub mod predictor;
 pub mod router;
 pub mod error;

@@ -1,0 +1,31 @@
+"""The bundled, pretrained predictors shipped inside the package, and how to load a model.
+
+Kept apart from :mod:`autoslo.predictor` (training, which needs the emulator) so that emulation
+can load the default model without importing training code: no import cycle.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from autoslo._core import Predictor
+
+#: Directory names of the bundled models, by variant.
+BUNDLED = {"iconq+": "iconq_plus", "censored": "censored", "size": "size", "iconq": "iconq"}
+
+
+def bundled_model_dir(variant: str = "iconq+") -> Path:
+    """Directory of a bundled model (shipped inside the package)."""
+    if variant not in BUNDLED:
+        raise ValueError(f"unknown variant {variant!r}; bundled: {sorted(BUNDLED)}")
+    return Path(str(resources.files("autoslo").joinpath("models", BUNDLED[variant])))
+
+
+def load(path: str | Path | None = None, backend: str = "native") -> Predictor:
+    """Load a model directory (default: the bundled Iconq+), verifying native against libtorch.
+
+    Raises ``AutoSloCoreError`` if the directory is missing, a file is corrupt (digest mismatch),
+    or the model was written by an incompatible version.
+    """
+    return Predictor(str(path if path is not None else bundled_model_dir()), backend)

@@ -1,0 +1,160 @@
+//! The Query Router used live: a real clock, arrivals and completions reported as they happen,
+//! clusters added and removed while it routes. This holds the live bookkeeping (the cluster set
+//! and its lifecycle, running queries, the router's clock); bindings wrap it in a lock and convert
+//! types, nothing more.
+
+use std::collections::HashMap;
+
+use crate::catalog::QueryText;
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
+use crate::control::{Event, Router};
+use crate::error::{AutoSloError, Result};
+use crate::workload::Query;
+
+/// A router over a live, changing cluster set.
+pub struct LiveRouter {
+    router: Box<dyn Router>,
+    clusters: Vec<ClusterInfo>,
+    running: HashMap<u64, (ClusterId, Query)>,
+    now: f64,
+}
+
+impl LiveRouter {
+    /// A live router with `router` over ready clusters of `sizes` RPU (ids 0, 1, …).
+    pub fn new(router: Box<dyn Router>, sizes: &[u32]) -> Result<Self> {
+        if sizes.is_empty() {
+            return Err(AutoSloError::InvalidConfig("a router needs at least one cluster".into()));
+        }
+        if let Some(&s) = sizes.iter().find(|&&s| s == 0) {
+            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", s));
+        }
+        let clusters = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| ClusterInfo { id: i as ClusterId, size, state: ClusterState::Ready, requested_at: 0.0, ready_at: 0.0, running: 0, queued: 0 })
+            .collect();
+        Ok(LiveRouter { router, clusters, running: HashMap::new(), now: 0.0 })
+    }
+
+    /// Move the clock to `now`. Callers on several threads may report times slightly out of order;
+    /// an earlier time is taken as the current time. Clusters whose ready time has come become
+    /// ready. Returns the time used.
+    fn advance(&mut self, now: f64) -> Result<f64> {
+        if !now.is_finite() {
+            return Err(AutoSloError::out_of_range("time", "finite", now));
+        }
+        self.now = self.now.max(now);
+        for c in &mut self.clusters {
+            if c.state == ClusterState::Starting && c.ready_at <= self.now {
+                c.state = ClusterState::Ready;
+            }
+        }
+        Ok(self.now)
+    }
+
+    /// Route a query arriving at `arrival` (s) with SLO `slo` (s); returns the chosen cluster.
+    pub fn route(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64) -> Result<ClusterId> {
+        if !(slo > 0.0 && slo.is_finite()) {
+            return Err(AutoSloError::out_of_range("SLO", "a positive number of seconds", slo));
+        }
+        if self.running.contains_key(&query_id) {
+            return Err(AutoSloError::InvalidAction(format!("query {query_id} is already running")));
+        }
+        let arrival = self.advance(arrival)?;
+        let q = Query { id: query_id, arrival, text, tenant: 0, class: 0, slo };
+        self.router.observe(arrival, &Event::Arrival { query: &q });
+        let c = self.router.route(arrival, &q, &self.clusters)?;
+        if let Some(ci) = self.clusters.iter_mut().find(|x| x.id == c) {
+            ci.running += 1;
+        }
+        self.running.insert(query_id, (c, q));
+        Ok(c)
+    }
+
+    /// A routed query finished (or timed out) at `now` (s).
+    pub fn complete(&mut self, query_id: u64, now: f64, timed_out: bool) -> Result<()> {
+        let now = self.advance(now)?;
+        let (c, q) = self.running.remove(&query_id).ok_or_else(|| AutoSloError::InvalidAction(format!("query {query_id} is not running")))?;
+        if let Some(ci) = self.clusters.iter_mut().find(|x| x.id == c) {
+            ci.running = ci.running.saturating_sub(1);
+        }
+        let ev = Event::Completion { query: &q, cluster: c, latency: now - q.arrival, censored: timed_out };
+        self.router.observe(now, &ev);
+        Ok(())
+    }
+
+    /// Add a cluster of `size` RPU that takes queries from `ready_at` (default: now; starting
+    /// until then); returns its id.
+    pub fn add_cluster(&mut self, size: u32, ready_at: Option<f64>) -> Result<ClusterId> {
+        if size == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", 0));
+        }
+        let now = self.now;
+        let id = self.clusters.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        let ready = ready_at.unwrap_or(now).max(now);
+        let state = if ready <= now { ClusterState::Ready } else { ClusterState::Starting };
+        self.clusters.push(ClusterInfo { id, size, state, requested_at: now, ready_at: ready, running: 0, queued: 0 });
+        Ok(id)
+    }
+
+    /// Stop routing to a cluster (its running queries still report completions).
+    pub fn remove_cluster(&mut self, cluster: ClusterId) -> Result<()> {
+        let pos = self.clusters.iter().position(|c| c.id == cluster).ok_or_else(|| AutoSloError::InvalidAction(format!("no cluster {cluster}")))?;
+        if self.clusters.len() == 1 {
+            return Err(AutoSloError::InvalidAction("cannot remove the last cluster".into()));
+        }
+        self.clusters.remove(pos);
+        Ok(())
+    }
+
+    /// (id, size, running queries) of the clusters the router may use.
+    pub fn clusters(&self) -> Vec<(ClusterId, u32, usize)> {
+        self.clusters.iter().map(|c| (c.id, c.size, c.running)).collect()
+    }
+
+    /// The router's clock (s).
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::RoundRobin;
+
+    fn text() -> QueryText {
+        QueryText { template: 3, instance: 1 }
+    }
+
+    #[test]
+    fn routes_over_a_changing_cluster_set_and_keeps_the_books() {
+        assert!(LiveRouter::new(Box::new(RoundRobin::default()), &[]).is_err());
+        assert!(LiveRouter::new(Box::new(RoundRobin::default()), &[16, 0]).is_err());
+        let mut r = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
+        assert_eq!(r.route(1, text(), 1.0, 10.0).unwrap(), 0);
+        assert!(r.route(1, text(), 2.0, 10.0).is_err(), "a running id is refused");
+        assert!(r.route(2, text(), 2.0, 0.0).is_err(), "a non-positive SLO is refused");
+        assert!(r.route(2, text(), f64::NAN, 10.0).is_err());
+        // A cluster starting until t = 100 takes nothing before then.
+        let c = r.add_cluster(32, Some(100.0)).unwrap();
+        assert_eq!(c, 1);
+        for id in 10..14 {
+            assert_eq!(r.route(id, text(), 50.0, 10.0).unwrap(), 0);
+        }
+        let after: Vec<ClusterId> = (20..24).map(|id| r.route(id, text(), 150.0, 10.0).unwrap()).collect();
+        assert!(after.contains(&1), "ready at 100 s, so used after it: {after:?}");
+        // Out-of-order times are taken as now.
+        r.complete(1, 120.0, false).unwrap();
+        assert_eq!(r.now(), 150.0);
+        assert!(r.complete(1, 160.0, false).is_err(), "completed twice");
+        let running: usize = r.clusters().iter().map(|c| c.2).sum();
+        assert_eq!(running, 8);
+        r.remove_cluster(0).unwrap();
+        assert!(r.remove_cluster(1).is_err(), "the last cluster stays");
+        assert!(r.remove_cluster(7).is_err());
+        // Queries on a removed cluster still report completions.
+        r.complete(10, 170.0, true).unwrap();
+        assert_eq!(r.clusters().len(), 1);
+    }
+}
