@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 
-.PHONY: deps build demo test test-rust test-python bench calibrate models clean-venv
+.PHONY: deps build demo test test-rust test-python test-wheel bench calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,19 @@ test-rust: deps
 test-python: build
 	$(PY) -m pytest -q
 
-test: build test-rust test-python
+# The install a user does: build the wheel, install it into a fresh venv, run the CLI and the API
+# from a directory outside the clone.
+WHEEL_VENV := $(abspath target/wheel-venv)
+test-wheel: build
+	rm -rf target/wheels $(WHEEL_VENV)
+	maturin build --release --quiet --out target/wheels
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/pip install --quiet target/wheels/autoslo-*.whl
+	cd $$(mktemp -d) && $(WHEEL_VENV)/bin/autoslo demo --queries-per-day 2000 >/dev/null && \
+	  $(WHEEL_VENV)/bin/python -c "import autoslo, pathlib; assert 'site-packages' in autoslo.__file__, autoslo.__file__; \
+	  r = autoslo.emulate(autoslo.base_workload(0.2, seed=1, kappa=2), [32, 16]); print('wheel ok:', r.summary())"
+
+test: build test-rust test-python test-wheel
 
 bench: deps
 	cargo bench -p autoslo-core --bench emulator
