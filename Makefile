@@ -43,7 +43,7 @@ test-wheel: build
 	  $(WHEEL_VENV)/bin/python -c "import autoslo, pathlib; assert 'site-packages' in autoslo.__file__, autoslo.__file__; \
 	  r = autoslo.emulate(autoslo.base_workload(0.2, seed=1, kappa=2), [32, 16]); print('wheel ok:', r.summary())"
 
-test: build test-rust test-python test-wheel
+test: build test-rust test-wheel test-python
 
 bench: deps
 	cargo bench -p autoslo-core --bench emulator
