@@ -64,8 +64,8 @@ def _calibrate_json(seed: int) -> tuple[dict, int]:
 def test_calibrate_holds_on_any_check_seed(seed: int) -> None:
     """The default seed and five others: load, the 16/32 RPU bins, isolation and noise hold.
 
-    Known gap (reported, asserted as reported, not hidden): at 8 RPU the 16-31 and 32-63 bins are
-    outside x1.5 (the real curve is flat there, the model's is not), so `passed` is false.
+    Known gap (reported, not hidden): at 8 RPU the 32-63 bin is outside x1.5 (the real curve is
+    flat from 16 to 63 overlaps, the model's rises), so `passed` is false; every other bin holds.
     """
     report, code = _calibrate_json(seed)
     assert code == (0 if report["passed"] else 1)
@@ -79,7 +79,7 @@ def test_calibrate_holds_on_any_check_seed(seed: int) -> None:
     }
     for b in checked:
         assert b["emulated_median"] is not None and b["n"] >= 100
-        if b["rpu"] != 8 or b["overlapping"] == "64+":
+        if (b["rpu"], b["overlapping"]) != (8, "32-63"):
             assert b["within"], b
     assert all(i["within"] for i in report["isolated"]), report["isolated"]
     assert all(n["within"] for n in report["noise"] if n["checked"]), report["noise"]

@@ -168,9 +168,8 @@ pub fn real_reference() -> &'static RealReference {
                 let exec: Vec<&&RealRow> = of.iter().filter(|r| !r.partial).collect();
                 let mut per_bin: Vec<Vec<f64>> = vec![Vec::new(); BINS.len()];
                 for r in of.iter().filter(|r| !r.censored) {
-                    let runs = cat.measured_runs(r.text, rpu);
-                    if !runs.is_empty() {
-                        per_bin[bin_of(r.overlaps)].push(r.latency / (runs.iter().sum::<f64>() / runs.len() as f64));
+                    if let Some(mean) = cat.measured_mean(r.text, rpu) {
+                        per_bin[bin_of(r.overlaps)].push(r.latency / mean);
                     }
                 }
                 let frac = |f: &dyn Fn(&RealRow) -> bool| exec.iter().filter(|r| f(r)).count() as f64 / exec.len().max(1) as f64;
@@ -337,9 +336,8 @@ pub fn run_stats(w: &Workload, t: &Trace, rpu: u32) -> RunStats {
         if r.censored() {
             continue;
         }
-        let runs = cat.measured_runs(w.queries()[r.query].text, rpu);
-        if !runs.is_empty() {
-            s.slowdowns.push((n, r.latency / (runs.iter().sum::<f64>() / runs.len() as f64)));
+        if let Some(mean) = cat.measured_mean(w.queries()[r.query].text, rpu) {
+            s.slowdowns.push((n, r.latency / mean));
         }
     }
     s
@@ -766,17 +764,17 @@ mod tests {
 
     #[test]
     fn fit_lowers_the_loss_from_a_bad_start() {
-        // A tiny fit (one seed, a few evaluations) from a deliberately bad start must not end worse.
+        // A tiny fit (one seed, a few evaluations) from a deliberately bad start must improve on it.
         let bad = InterferenceParams::from_vec([1.0, 0.01, 0.0, 0.0, 20.0, 100.0, 400.0, 1.0]);
         let start = InterferenceModel::new(SIZES.iter().map(|&s| (s, bad)).collect()).unwrap();
-        let opts = FitOptions { seeds: 1, random_candidates: 4, budget: 10, search_seed: 7 };
+        let opts = FitOptions { seeds: 1, random_candidates: 8, budget: 16, search_seed: 7 };
         let r = fit(&EmulatorConfig::default(), Some(&start), &opts, &mut |_, _| true).unwrap();
         let seeds = [derive_seed(FIT_SEED, 0)];
         let cfg = EmulatorConfig { seed: derive_seed(FIT_SEED, u64::MAX), ..Default::default() };
         for s in &r.sizes {
             let start_loss = fit_loss(s.rpu, &emulate_size(&cfg, &start, s.rpu, &seeds).unwrap());
-            assert!(s.loss <= start_loss + 1e-12, "{} RPU: {} > {start_loss}", s.rpu, s.loss);
-            assert!(s.evaluations <= 10);
+            assert!(s.loss < 0.9 * start_loss, "{} RPU: {} not below {start_loss}", s.rpu, s.loss);
+            assert_eq!(s.evaluations, 16);
         }
         let text = r.to_csv();
         assert!(text.contains(&FIT_SEED.to_string()));

@@ -147,6 +147,11 @@ impl Catalog {
         self.runs.get(&(text.template, text.instance, rpu)).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// Mean of the measured runs of a query text at a size (`None` if not measured).
+    pub fn measured_mean(&self, text: QueryText, rpu: u32) -> Option<f64> {
+        self.runs.get(&(text.template, text.instance, rpu)).map(|rs| rs.iter().sum::<f64>() / rs.len() as f64)
+    }
+
     /// Every measured (query text, RPU) with its runs.
     pub fn measured(&self) -> impl Iterator<Item = (QueryText, u32, &[f64])> {
         self.runs.iter().map(|(&(template, instance, rpu), r)| (QueryText { template, instance }, rpu, r.as_slice()))
@@ -168,8 +173,8 @@ impl Catalog {
         if rpu == 0 {
             return Err(AutoSloError::out_of_range("cluster size (RPU)", "positive", rpu));
         }
-        if let Some(rs) = self.runs.get(&(text.template, text.instance, rpu)) {
-            return Ok(rs.iter().sum::<f64>() / rs.len() as f64);
+        if let Some(mean) = self.measured_mean(text, rpu) {
+            return Ok(mean);
         }
         self.law_runtime(text, rpu)
     }

@@ -40,7 +40,7 @@
 
 use std::sync::OnceLock;
 
-use crate::catalog::{Catalog, QueryText};
+use crate::catalog::Catalog;
 use crate::error::{AutoSloError, Result};
 
 const INTERFERENCE_CSV: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/autoslo/data/interference.csv"));
@@ -242,12 +242,11 @@ pub fn super_linearity(cat: &Catalog, template: u16) -> f64 {
     (-cat.size_slope(template) / std::f64::consts::LN_2 - 1.0).max(0.0)
 }
 
-/// Memory demand of a query text on a cluster of `size` under `p` (see the module docs), given
-/// `mean_w = cat.mean_runtime_at(size)` (computed once per cluster).
-pub fn memory_demand(cat: &Catalog, p: &InterferenceParams, text: QueryText, size: u32, mean_w: f64) -> Result<f64> {
-    let w = cat.isolated_runtime(text, size)?;
-    let rel = w / mean_w;
-    Ok(p.memory_scale * rel.powf(p.memory_exponent) * super_linearity(cat, text.template).exp2())
+/// Memory demand (see the module docs) of a query of `template` whose mean isolated runtime on
+/// this cluster is `w`, given the cluster size's mean isolated runtime `mean_w`
+/// ([`Catalog::mean_runtime_at`], computed once per cluster).
+pub fn memory_demand(cat: &Catalog, p: &InterferenceParams, template: u16, w: f64, mean_w: f64) -> f64 {
+    p.memory_scale * (w / mean_w).powf(p.memory_exponent) * super_linearity(cat, template).exp2()
 }
 
 #[cfg(test)]
@@ -306,8 +305,8 @@ mod tests {
         let p = InterferenceModel::default().at(16);
         let mut with: Vec<(f64, f64)> = Vec::new();
         for t in cat.templates() {
-            let text = QueryText { template: t, instance: 1 };
-            let d = memory_demand(cat, &p, text, 16, cat.mean_runtime_at(16)).unwrap();
+            let text = crate::catalog::QueryText { template: t, instance: 1 };
+            let d = memory_demand(cat, &p, t, cat.isolated_runtime(text, 16).unwrap(), cat.mean_runtime_at(16));
             assert!(d.is_finite() && d > 0.0);
             with.push((super_linearity(cat, t), d / (cat.isolated_runtime(text, 16).unwrap() / cat.mean_runtime_at(16)).powf(p.memory_exponent)));
         }

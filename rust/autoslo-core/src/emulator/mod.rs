@@ -104,8 +104,8 @@ struct Sim {
     running: Vec<(usize, f64, f64)>,
     /// Total memory demand of the running queries.
     demand: f64,
-    /// (query index, memory demand), FIFO.
-    queue: VecDeque<(usize, f64)>,
+    /// (query index, memory demand, mean isolated runtime here), FIFO.
+    queue: VecDeque<(usize, f64, f64)>,
     last_update: f64,
     rate: f64,
     timer: BillingTimer,
@@ -144,7 +144,7 @@ impl Sim {
             t = t.min(self.last_update + min_rem.max(0.0) / self.rate);
         }
         if let Some(to) = timeout {
-            if let Some(&(q, _)) = self.queue.front() {
+            if let Some(&(q, _, _)) = self.queue.front() {
                 t = t.min(arrival[q] + to);
             }
             for &(q, _, _) in &self.running {
@@ -234,10 +234,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn start_query(&mut self, c: usize, qi: usize, demand: f64, t: f64) -> Result<()> {
+    fn start_query(&mut self, c: usize, qi: usize, demand: f64, mean_runtime: f64, t: f64) -> Result<()> {
         let size = self.sims[c].info.size;
-        let text = self.w.queries()[qi].text;
-        let mut work = self.cat.isolated_runtime(text, size)? * self.noise(qi, size);
+        let mut work = mean_runtime * self.noise(qi, size);
         if let Some(ready) = self.sims[c].cold_from {
             let cs = self.cfg.cold_start;
             let fade = if cs.duration_s > 0.0 { (1.0 - (t - ready) / cs.duration_s).max(0.0) } else { 0.0 };
@@ -320,7 +319,7 @@ impl<'a> Run<'a> {
                     i += 1;
                 }
             }
-            while let Some(&(qi, _)) = self.sims[c].queue.front() {
+            while let Some(&(qi, _, _)) = self.sims[c].queue.front() {
                 if self.arrival[qi] + to > t {
                     break;
                 }
@@ -345,13 +344,13 @@ impl<'a> Run<'a> {
     /// clusters); then set the cluster's progress rate.
     fn fill(&mut self, c: usize, t: f64) -> Result<()> {
         if matches!(self.sims[c].info.state, ClusterState::Ready | ClusterState::Draining) {
-            while let Some(&(qi, d)) = self.sims[c].queue.front() {
+            while let Some(&(qi, d, w)) = self.sims[c].queue.front() {
                 let s = &self.sims[c];
                 if !s.params.admits(s.running.len(), s.demand, d) {
                     break;
                 }
                 self.sims[c].queue.pop_front();
-                self.start_query(c, qi, d, t)?;
+                self.start_query(c, qi, d, w, t)?;
             }
         }
         let s = &mut self.sims[c];
@@ -379,9 +378,10 @@ impl<'a> Run<'a> {
         if s.info.state == ClusterState::Ready {
             s.timer.on_arrival(t)?;
         }
-        let (p, size, mean_w) = (s.params, s.info.size, s.mean_w);
-        let d = memory_demand(self.cat, &p, self.w.queries()[qi].text, size, mean_w)?;
-        self.sims[c as usize].queue.push_back((qi, d));
+        let text = self.w.queries()[qi].text;
+        let w = self.cat.isolated_runtime(text, s.info.size)?;
+        let d = memory_demand(self.cat, &s.params, text.template, w, s.mean_w);
+        s.queue.push_back((qi, d, w));
         self.fill(c as usize, t)
     }
 
