@@ -11,6 +11,12 @@ ROUTING_POLICIES: list[str]
 ARRIVAL_FEATURES: list[str]
 #: Default SLO headroom of the ``autoslo`` router.
 DEFAULT_SLO_HEADROOM: float
+#: Scaling policies selectable by name (see ``autoslo.autoscaler``).
+SCALING_POLICIES: list[str]
+#: Spinup triggers (``queue@N`` for any N >= 1).
+TRIGGERS: list[str]
+#: Keys an autoscaler spec may hold.
+AUTOSCALER_SETTINGS: list[str]
 
 class AutoSloCoreError(ValueError):
     """Invalid input or action reported by the AutoSLO core."""
@@ -88,8 +94,10 @@ def emulate(
     progress: Callable[[int, int], bool | None] | None = None,
     predictor: Predictor | None = None,
     slo_headroom: float = 1.25,
-) -> tuple[pa.Table, pa.Table]:
-    """Emulate a workload; returns (per-query trace, per-cluster bills)."""
+    autoscaler: Mapping[str, object] | None = None,
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
+    ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``; give it or ``schedule``."""
 
 def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:
     """Compare the emulator with the real Redshift measurements on check seed stream ``seed``
@@ -246,5 +254,6 @@ def simulate(
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
     slo_headroom: float = 1.25,
-) -> tuple[pa.Table, pa.Table]:
-    """The Workload Simulator: completions from the predictor; returns (trace, clusters) tables."""
+    autoscaler: Mapping[str, object] | None = None,
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The Workload Simulator: completions from the predictor; returns (trace, clusters, events)."""

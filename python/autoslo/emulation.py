@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
+from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import load
 
 
@@ -18,11 +19,15 @@ class EmulationResult:
 
     ``trace`` has one row per query (cluster, arrival, start, end, latency, SLO, met, censored,
     outcome, attributed cost); ``clusters`` one row per cluster (lifecycle times, billed seconds,
-    cost). Attributed query costs sum to the billed cost.
+    cost, why it was spun up and torn down); ``events`` one row per spinup, readiness, teardown
+    and disappearance. Attributed query costs sum to the billed cost.
     """
 
     trace: pa.Table
     clusters: pa.Table
+    #: Every change of the cluster set: time, cluster_id, size, event (spinup, ready, teardown,
+    #: gone) and reason (initial, spinup-trigger, forced, idle, replaced, snowflake-start, …).
+    events: pa.Table
 
     @property
     def queries(self) -> int:
@@ -111,7 +116,7 @@ def simulate(
     Same inputs and result as :func:`emulate`; it is what the autoscaler and policy tuner branch.
     """
     predictor = predictor_for(True, predictor)  # the simulator's completions come from it
-    trace, cluster_table = _core.simulate(
+    trace, cluster_table, events = _core.simulate(
         workload,
         list(clusters),
         predictor,
@@ -124,8 +129,9 @@ def simulate(
         billing_minimum_s=billing_minimum_s,
         schedule=list(schedule) if schedule else None,
         slo_headroom=slo_headroom,
+        autoscaler=as_spec(autoscaler),
     )
-    return EmulationResult(trace=trace, clusters=cluster_table)
+    return EmulationResult(trace=trace, clusters=cluster_table, events=events)
 
 
 def emulate(
@@ -148,6 +154,7 @@ def emulate(
     progress: bool = False,
     predictor: _core.Predictor | None = None,
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
+    autoscaler: AutoscalerConfig | str | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
@@ -156,10 +163,13 @@ def emulate(
     the ``autoslo`` router counts a query as a predicted violator when its predicted latency times
     this factor exceeds its SLO (1 is Algorithm 1's literal test). ``schedule`` lists
     ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)`` actions carried out
-    through the control-plane interface. ``progress=True`` shows a tqdm bar;
+    through the control-plane interface. ``autoscaler`` (an :class:`AutoscalerConfig` or a policy
+    name) changes the cluster set during the run instead; its spinups and teardowns are in
+    ``result.events``. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
+    spec = as_spec(autoscaler)
     callback = None
     bar = None
     if progress:
@@ -171,7 +181,7 @@ def emulate(
             bar.update(done - bar.n)
 
     try:
-        trace, cluster_table = _core.emulate(
+        trace, cluster_table, events = _core.emulate(
             workload,
             list(clusters),
             seed=seed,
@@ -190,11 +200,12 @@ def emulate(
             progress=callback,
             predictor=predictor,
             slo_headroom=slo_headroom,
+            autoscaler=spec,
         )
     finally:
         if bar is not None:
             bar.close()
-    return EmulationResult(trace=trace, clusters=cluster_table)
+    return EmulationResult(trace=trace, clusters=cluster_table, events=events)
 
 
 def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:

@@ -7,6 +7,7 @@
 
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::error::{AutoSloError, Result};
+use crate::router::AutoSloRouter;
 use crate::workload::Query;
 
 /// Something that happened in the warehouse.
@@ -20,6 +21,8 @@ pub enum Event<'a> {
     ClusterReady { cluster: ClusterId },
     /// A cluster finished tearing down.
     ClusterGone { cluster: ClusterId },
+    /// A query was routed to `cluster` (delivered to the scaler right after routing).
+    Routed { query: &'a Query, cluster: ClusterId },
     /// A periodic tick (see [`Scaler::tick_interval`]).
     Tick,
 }
@@ -27,10 +30,21 @@ pub enum Event<'a> {
 /// A scaling action.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Action {
-    /// Spin up a new cluster of `size` RPU.
-    SpinUp { size: u32 },
+    /// Spin up a new cluster of `size` RPU; `reason` is recorded in the trace's cluster events.
+    SpinUp { size: u32, reason: &'static str },
     /// Stop routing to `cluster`, let its queries finish, then tear it down.
-    TearDown { cluster: ClusterId },
+    TearDown { cluster: ClusterId, reason: &'static str },
+}
+
+impl Action {
+    /// A spinup of `size` RPU for `reason`.
+    pub fn spin_up(size: u32, reason: &'static str) -> Self {
+        Action::SpinUp { size, reason }
+    }
+    /// A teardown of `cluster` for `reason`.
+    pub fn tear_down(cluster: ClusterId, reason: &'static str) -> Self {
+        Action::TearDown { cluster, reason }
+    }
 }
 
 /// Chooses the cluster of each arriving query.
@@ -42,12 +56,22 @@ pub trait Router: Send {
     fn observe(&mut self, _now: f64, _event: &Event<'_>) {}
     /// The policy's name.
     fn name(&self) -> &str;
+    /// The AutoSLO router's state (running queries with their predictions), for the autoscaler's
+    /// spinup trigger and Spinup Size Selector. `None` for routers that keep no predictions.
+    fn as_autoslo(&self) -> Option<&AutoSloRouter> {
+        None
+    }
 }
 
 /// Decides spinups and teardowns.
 pub trait Scaler: Send {
-    /// React to an event with actions.
-    fn on_event(&mut self, now: f64, event: &Event<'_>, clusters: &[ClusterInfo]) -> Vec<Action>;
+    /// React to an event with actions. `router` is the router in use (read only: the autoscaler
+    /// reads the running queries' predictions from it and branches copies of it).
+    fn on_event(&mut self, now: f64, event: &Event<'_>, clusters: &[ClusterInfo], router: &dyn Router) -> Vec<Action>;
+    /// Check before a run that the scaler can work with `router` (default: any router).
+    fn check(&self, _router: &dyn Router) -> Result<()> {
+        Ok(())
+    }
     /// Period of [`Event::Tick`], if the scaler wants ticks.
     fn tick_interval(&self) -> Option<f64> {
         None
@@ -92,7 +116,7 @@ impl Router for RoundRobin {
 pub struct StaticScaler;
 
 impl Scaler for StaticScaler {
-    fn on_event(&mut self, _now: f64, _event: &Event<'_>, _clusters: &[ClusterInfo]) -> Vec<Action> {
+    fn on_event(&mut self, _now: f64, _event: &Event<'_>, _clusters: &[ClusterInfo], _router: &dyn Router) -> Vec<Action> {
         Vec::new()
     }
     fn name(&self) -> &str {
@@ -130,7 +154,7 @@ impl ScheduledScaler {
 }
 
 impl Scaler for ScheduledScaler {
-    fn on_event(&mut self, now: f64, event: &Event<'_>, _clusters: &[ClusterInfo]) -> Vec<Action> {
+    fn on_event(&mut self, now: f64, event: &Event<'_>, _clusters: &[ClusterInfo], _router: &dyn Router) -> Vec<Action> {
         let mut out = Vec::new();
         if matches!(event, Event::Tick) {
             while self.next < self.schedule.len() && self.schedule[self.next].at <= now {

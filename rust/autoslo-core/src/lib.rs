@@ -14,8 +14,10 @@
 //! - [`predictor`]: the Latency Predictor (Stage and Iconq+, incremental per cluster);
 //! - [`router`]: the Query Router (Algorithm 1) and the routing baselines;
 //! - [`simulator`]: the Workload Simulator, whose completions come from the predictor;
+//! - [`autoscaler`]: the Autoscaler (triggers, Spinup Size Selector) and the scaling baselines;
 //! - [`live`]: the Query Router used live, over a changing cluster set and a real clock.
 
+pub mod autoscaler;
 pub mod billing;
 pub mod calibration;
 pub mod catalog;

@@ -95,7 +95,8 @@ impl Placed {
     fn violates(&self, headroom: f64) -> bool {
         self.prediction * headroom > self.slo
     }
-    fn predicted_end(&self) -> f64 {
+    /// arrival + prediction.
+    pub fn predicted_end(&self) -> f64 {
         self.arrival + self.prediction
     }
 }
@@ -345,6 +346,54 @@ impl AutoSloRouter {
     pub fn placed(&self) -> BTreeMap<ClusterId, Vec<Placed>> {
         self.books.books.iter().map(|(k, b)| (*k, b.queries.clone())).collect()
     }
+
+    /// Every running query the router tracks, with its cluster, without copying. O(N).
+    pub fn running(&self) -> impl Iterator<Item = (ClusterId, &Placed)> + '_ {
+        self.books.books.iter().flat_map(|(k, b)| b.queries.iter().map(move |q| (*k, q)))
+    }
+
+    /// The latency predictor behind the router.
+    pub fn predictor(&self) -> &Predictor {
+        &self.predictor
+    }
+
+    /// `CollectFinishedUntil` (Algorithm 3, lines 7 and 22): remove every tracked query whose
+    /// predicted end (arrival + prediction) is at or before `t`, as if it completed then; each
+    /// cluster's billing timer pauses at its last removed query's end if the cluster empties.
+    /// Returns the removed queries. Used on copies of the router by the Spinup Size Selector.
+    pub fn collect_finished_until(&mut self, t: f64) -> Result<Vec<Placed>> {
+        let mut out = Vec::new();
+        for b in self.books.books.values_mut() {
+            if !b.queries.iter().any(|q| q.predicted_end() <= t) {
+                continue;
+            }
+            let mut last_end = f64::NEG_INFINITY;
+            let mut i = 0;
+            while i < b.queries.len() {
+                let q = b.queries[i];
+                if q.predicted_end() <= t {
+                    b.queries.remove(i);
+                    if let Some(m) = b.model.as_mut() {
+                        m.complete(q.id)?;
+                    }
+                    last_end = last_end.max(q.predicted_end());
+                    out.push(q);
+                } else {
+                    i += 1;
+                }
+            }
+            if b.queries.is_empty() {
+                b.timer.on_idle(last_end)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Σ over clusters of `ClusterCostUntilDrained` at `now`: the dollars every tracked cluster
+    /// will have been billed once its running queries finish as predicted (Algorithm 3, line 29).
+    pub fn cost_until_drained(&self, now: f64) -> Result<f64> {
+        self.books.books.values().map(|b| cluster_cost_until_drained(&b.timer, &self.billing, b.size, None, b.drain_at(now))).sum()
+    }
 }
 
 impl Router for AutoSloRouter {
@@ -367,6 +416,9 @@ impl Router for AutoSloRouter {
             SecondKey::Cost => "autoslo",
             SecondKey::Latency => "autoslo-latency",
         }
+    }
+    fn as_autoslo(&self) -> Option<&AutoSloRouter> {
+        Some(self)
     }
 }
 

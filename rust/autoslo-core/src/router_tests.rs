@@ -182,7 +182,7 @@ fn emulator_and_simulator_bill_by_the_same_rule_on_the_same_schedule() {
     let shifted: Vec<Query> = base.queries().iter().map(|q| Query { arrival: q.arrival + 5.0, ..*q }).collect();
     let w = crate::workload::Workload::new(shifted, base.tenants().to_vec(), base.classes().to_vec()).unwrap();
     let schedule = || {
-        let up = |at| ScheduledAction { at, action: Action::SpinUp { size: 16 } };
+        let up = |at| ScheduledAction { at, action: Action::spin_up(16, "scheduled") };
         ScheduledScaler::new(vec![up(1.0), up(30.0)], 1.0).unwrap()
     };
     let emu_cfg = EmulatorConfig { seed: 4, timeout_s: Some(600.0), ..Default::default() };

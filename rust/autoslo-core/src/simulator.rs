@@ -54,6 +54,8 @@ struct SimCluster {
     teardown_requested_at: Option<f64>,
     gone_at: Option<f64>,
     queries: usize,
+    spinup_reason: &'static str,
+    teardown_reason: Option<&'static str>,
 }
 
 impl SimCluster {
@@ -87,7 +89,7 @@ impl<'a> WorkloadSimulator<'a> {
         }
         let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false };
         for &size in initial {
-            s.add_cluster(size, 0.0, true)?;
+            s.add_cluster(size, 0.0, true, "initial")?;
         }
         Ok(s)
     }
@@ -112,7 +114,7 @@ impl<'a> WorkloadSimulator<'a> {
         self.next_q
     }
 
-    fn add_cluster(&mut self, size: u32, now: f64, initial: bool) -> Result<ClusterId> {
+    fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
         let id = self.clusters.len() as ClusterId;
         let (state, ready_at) = if initial || self.cfg.spinup_s <= 0.0 { (Lifecycle::Ready, now) } else { (Lifecycle::Starting, now + self.cfg.spinup_s) };
         self.clusters.push(SimCluster {
@@ -123,6 +125,8 @@ impl<'a> WorkloadSimulator<'a> {
             teardown_requested_at: None,
             gone_at: None,
             queries: 0,
+            spinup_reason: reason,
+            teardown_reason: None,
         });
         Ok(id)
     }
@@ -131,19 +135,20 @@ impl<'a> WorkloadSimulator<'a> {
         let mut events = Vec::new();
         for a in actions {
             match a {
-                Action::SpinUp { size } => {
-                    let id = self.add_cluster(size, now, false)?;
+                Action::SpinUp { size, reason } => {
+                    let id = self.add_cluster(size, now, false, reason)?;
                     if self.clusters[id as usize].info.state == Lifecycle::Ready {
                         events.push(Event::ClusterReady { cluster: id });
                     }
                 }
-                Action::TearDown { cluster } => {
+                Action::TearDown { cluster, reason } => {
                     let c = self.clusters.get_mut(cluster as usize).ok_or_else(|| AutoSloError::InvalidAction(format!("no cluster {cluster}")))?;
                     if matches!(c.info.state, Lifecycle::Stopping | Lifecycle::Gone) {
                         continue;
                     }
                     c.info.state = Lifecycle::Stopping;
                     c.teardown_requested_at = Some(now);
+                    c.teardown_reason = Some(reason);
                     if c.running.is_empty() {
                         c.gone_at = Some(now + self.cfg.teardown_s);
                     }
@@ -172,7 +177,9 @@ impl<'a> WorkloadSimulator<'a> {
                 consider(g, 1, i);
             }
         }
-        if let Some(t) = self.next_tick {
+        // Ticks only while there is work left (as in the emulator), or the run would never end.
+        let busy = self.next_q < self.workload.len() || self.clusters.iter().any(|c| !c.running.is_empty());
+        if let (Some(t), true) = (self.next_tick, busy) {
             consider(t, 2, 0);
         }
         if self.next_q < self.workload.len() {
@@ -184,7 +191,7 @@ impl<'a> WorkloadSimulator<'a> {
     fn deliver(&mut self, now: f64, ev: Event<'_>, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<()> {
         router.observe(now, &ev);
         let infos = self.infos();
-        let actions = scaler.on_event(now, &ev, &infos);
+        let actions = scaler.on_event(now, &ev, &infos, &*router);
         let more = self.apply(actions, now)?;
         for e in more {
             router.observe(now, &e);
@@ -195,6 +202,7 @@ impl<'a> WorkloadSimulator<'a> {
     /// Process the next event. Returns `false` when the simulation is complete.
     pub fn step(&mut self, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<bool> {
         if !self.started {
+            scaler.check(&*router)?;
             self.started = true;
             self.next_tick = scaler.tick_interval();
         }
@@ -241,7 +249,7 @@ impl<'a> WorkloadSimulator<'a> {
             }
             2 => {
                 let infos = self.infos();
-                let actions = scaler.on_event(now, &Event::Tick, &infos);
+                let actions = scaler.on_event(now, &Event::Tick, &infos, &*router);
                 for e in self.apply(actions, now)? {
                     router.observe(now, &e);
                 }
@@ -254,6 +262,11 @@ impl<'a> WorkloadSimulator<'a> {
                 let infos = self.infos();
                 let cid = router.route(now, q, &infos)?;
                 self.admit(cid, k, now)?;
+                let infos = self.infos();
+                let actions = scaler.on_event(now, &Event::Routed { query: q, cluster: cid }, &infos, &*router);
+                for e in self.apply(actions, now)? {
+                    router.observe(now, &e);
+                }
             }
         }
         Ok(true)
@@ -301,7 +314,7 @@ impl<'a> WorkloadSimulator<'a> {
         while self.step(router, scaler)? {}
         let end = self.now;
         let mut rows: Vec<TraceRow> = self.rows.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| AutoSloError::InvalidConfig("simulation ended with unfinished queries".into()))?;
-        let clusters: Vec<ClusterRecord> = self.clusters.iter().map(|c| ClusterRecord::close(&c.info, &c.timer, &self.cfg.billing, end, c.teardown_requested_at, c.gone_at, c.queries)).collect();
+        let clusters: Vec<ClusterRecord> = self.clusters.iter().map(|c| ClusterRecord::close(&c.info, &c.timer, &self.cfg.billing, end, c.teardown_requested_at, c.gone_at, c.queries).with_reasons(c.spinup_reason, c.teardown_reason)).collect();
         attribute_cost_by_work(&mut rows, &clusters);
         Ok(Trace { rows, clusters })
     }

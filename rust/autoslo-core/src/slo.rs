@@ -114,9 +114,41 @@ impl SloTable {
     }
 }
 
+/// `BestWithTarget` (§2): the index of the lexicographic minimum of (max(0, v − τ), k) over
+/// (violation rate v, cost k) pairs; the first index among exact ties. `None` when empty.
+/// NaN values sort last (`total_cmp`).
+pub fn best_with_target(points: &[(f64, f64)], tau: f64) -> Option<usize> {
+    let key = |&(v, k): &(f64, f64)| ((v - tau).max(0.0), k);
+    let mut best: Option<usize> = None;
+    for (i, p) in points.iter().enumerate() {
+        let better = match best {
+            None => true,
+            Some(b) => {
+                let (x, y) = (key(p), key(&points[b]));
+                x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).is_lt()
+            }
+        };
+        if better {
+            best = Some(i);
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn best_with_target_meets_the_target_first_then_cost() {
+        // Both under τ = 0.1: the cheaper wins even with more violations.
+        assert_eq!(best_with_target(&[(0.05, 10.0), (0.0, 12.0)], 0.1), Some(0));
+        // Over τ: the smaller excess wins whatever the cost.
+        assert_eq!(best_with_target(&[(0.5, 1.0), (0.2, 50.0), (0.3, 2.0)], 0.1), Some(1));
+        // Exact ties: the first.
+        assert_eq!(best_with_target(&[(0.0, 3.0), (0.05, 3.0)], 0.1), Some(0));
+        assert_eq!(best_with_target(&[], 0.1), None);
+    }
 
     #[test]
     fn paper_rule_and_overrides() {

@@ -70,6 +70,10 @@ pub struct ClusterRecord {
     pub billed_seconds: f64,
     pub cost: f64,
     pub queries: usize,
+    /// Why the cluster was spun up (`initial` for the clusters a run starts with).
+    pub spinup_reason: &'static str,
+    /// Why it was torn down, if it was.
+    pub teardown_reason: Option<&'static str>,
 }
 
 impl ClusterRecord {
@@ -86,7 +90,50 @@ impl ClusterRecord {
             billed_seconds,
             cost: billing.cost(info.size, billed_seconds),
             queries,
+            spinup_reason: if info.requested_at == 0.0 && info.ready_at == 0.0 { "initial" } else { "requested" },
+            teardown_reason: teardown_requested_at.map(|_| "requested"),
         }
+    }
+
+    /// The same record with the reasons its engine recorded.
+    pub fn with_reasons(mut self, spinup: &'static str, teardown: Option<&'static str>) -> Self {
+        self.spinup_reason = spinup;
+        self.teardown_reason = teardown;
+        self
+    }
+}
+
+/// One change of the cluster set, for the cluster-events table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClusterEvent {
+    pub time: f64,
+    pub cluster: ClusterId,
+    pub size: u32,
+    /// `spinup`, `ready`, `teardown` (requested) or `gone`.
+    pub kind: &'static str,
+    pub reason: &'static str,
+}
+
+impl Trace {
+    /// Every spinup, readiness, teardown request and disappearance, in time order (ties by
+    /// cluster). Initial clusters contribute their `ready` event at t = 0 with reason `initial`.
+    pub fn cluster_events(&self) -> Vec<ClusterEvent> {
+        let mut ev = Vec::new();
+        for c in &self.clusters {
+            let e = |time: f64, kind: &'static str, reason: &'static str| ClusterEvent { time, cluster: c.id, size: c.size, kind, reason };
+            if c.spinup_reason != "initial" {
+                ev.push(e(c.requested_at, "spinup", c.spinup_reason));
+            }
+            ev.push(e(c.ready_at, "ready", c.spinup_reason));
+            if let Some(t) = c.teardown_requested_at {
+                ev.push(e(t, "teardown", c.teardown_reason.unwrap_or("requested")));
+            }
+            if let Some(t) = c.gone_at {
+                ev.push(e(t, "gone", c.teardown_reason.unwrap_or("requested")));
+            }
+        }
+        ev.sort_by(|a, b| a.time.total_cmp(&b.time).then(a.cluster.cmp(&b.cluster)));
+        ev
     }
 }
 

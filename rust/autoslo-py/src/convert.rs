@@ -129,8 +129,29 @@ pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
         ("billed_seconds", f64s(c.iter().map(|x| x.billed_seconds))),
         ("cost", f64s(c.iter().map(|x| x.cost))),
         ("queries", i64s(c.iter().map(|x| x.queries as i64))),
+        ("spinup_reason", strs(c.iter().map(|x| x.spinup_reason))),
+        ("teardown_reason", strs(c.iter().map(|x| x.teardown_reason.unwrap_or("")))),
     ])?;
     Ok((trace, clusters))
+}
+
+/// Every change of the cluster set: time, cluster, size, event (`spinup`, `ready`, `teardown`,
+/// `gone`) and reason.
+pub fn events_table(t: &Trace) -> PyResult<PyTable> {
+    let ev = t.cluster_events();
+    table(vec![
+        ("time", f64s(ev.iter().map(|e| e.time))),
+        ("cluster_id", i64s(ev.iter().map(|e| e.cluster as i64))),
+        ("size", i64s(ev.iter().map(|e| e.size as i64))),
+        ("event", strs(ev.iter().map(|e| e.kind))),
+        ("reason", strs(ev.iter().map(|e| e.reason))),
+    ])
+}
+
+/// A trace as Python objects: (query table, cluster table, cluster-events table).
+pub fn trace_out(py: Python<'_>, w: &Workload, t: &Trace) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    let (rows, cl) = trace_tables(w, t)?;
+    Ok((rows.into_pyarrow(py)?.unbind(), cl.into_pyarrow(py)?.unbind(), events_table(t)?.into_pyarrow(py)?.unbind()))
 }
 
 /// The measured catalog as a table.

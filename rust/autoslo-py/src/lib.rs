@@ -4,13 +4,14 @@
 mod convert;
 mod live;
 mod predictor;
+mod scaling;
 
 use std::collections::BTreeMap;
 
 use autoslo_core::billing::{self, BillingTimer};
 use autoslo_core::calibration;
 use autoslo_core::catalog::{self, QueryText};
-use autoslo_core::control::{Action, ScheduledAction, ScheduledScaler, Scaler, StaticScaler};
+use autoslo_core::control::{Action, ScheduledAction};
 use autoslo_core::emulator::{self, ColdStart, EmulatorConfig, Lifecycle};
 use autoslo_core::router;
 use autoslo_core::slo::{ClassRule, SloTable};
@@ -144,8 +145,8 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
         .into_iter()
         .map(|(at, kind, value)| {
             let action = match kind.as_str() {
-                "spinup" => Action::SpinUp { size: value },
-                "teardown" => Action::TearDown { cluster: value },
+                "spinup" => Action::spin_up(value, "scheduled"),
+                "teardown" => Action::tear_down(value, "scheduled"),
                 other => return Err(AutoSloCoreError::new_err(format!("unknown scheduled action `{other}` (use `spinup` with a size or `teardown` with a cluster id)"))),
             };
             Ok(ScheduledAction { at, action })
@@ -155,7 +156,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -177,7 +178,8 @@ fn emulate(
     progress: Option<Py<PyAny>>,
     predictor: Option<Bound<'_, predictor::PyPredictor>>,
     slo_headroom: f64,
-) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    autoscaler: Option<Bound<'_, PyDict>>,
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
     let lifecycle = match lifecycle {
         "fixed" => Lifecycle::Fixed { spinup_s, teardown_s },
@@ -195,18 +197,14 @@ fn emulate(
     };
     let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom };
     let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
-    let mut scaler: Box<dyn Scaler> = match schedule {
-        Some(s) if !s.is_empty() => Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?),
-        _ => Box::new(StaticScaler),
-    };
+    let mut scaler = scaling::scaler(autoscaler, schedule, spinup_s)?;
     let trace = py
         .detach(|| {
             let mut report = progress_reporter(&progress);
             emulator::emulate_with_progress(&w, &clusters, router.as_mut(), scaler.as_mut(), &cfg, &mut report)
         })
         .map_err(err)?;
-    let (rows, cl) = convert::trace_tables(&w, &trace)?;
-    Ok((rows.into_pyarrow(py)?.unbind(), cl.into_pyarrow(py)?.unbind()))
+    convert::trace_out(py, &w, &trace)
 }
 
 /// A dict from `key => value` pairs (values converted by `IntoPyObject`).
@@ -364,6 +362,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ROUTING_POLICIES", router::ROUTING_POLICIES.to_vec())?;
     m.add("ARRIVAL_FEATURES", autoslo_core::predictor::arrival::ARRIVAL_FEATURES.to_vec())?;
     m.add("DEFAULT_SLO_HEADROOM", router::DEFAULT_SLO_HEADROOM)?;
+    m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;
+    m.add("TRIGGERS", autoslo_core::autoscaler::TRIGGERS.to_vec())?;
+    m.add("AUTOSCALER_SETTINGS", scaling::SPEC_KEYS.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_table, m)?)?;

@@ -5,7 +5,6 @@ use std::sync::Mutex;
 use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::ClusterId;
-use autoslo_core::control::{Scaler, ScheduledScaler, StaticScaler};
 use autoslo_core::live::LiveRouter;
 use autoslo_core::router;
 use autoslo_core::simulator::{self, SimulatorConfig};
@@ -13,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3_arrow::PyTable;
 
 use crate::predictor::PyPredictor;
-use crate::{convert, err, parse_schedule, workload_in, AutoSloCoreError};
+use crate::{convert, err, workload_in, AutoSloCoreError};
 
 /// A Query Router used live: tell it arrivals and completions as they happen; it returns clusters.
 ///
@@ -79,7 +78,7 @@ impl PyRouter {
 
 /// Simulate a workload with the predictor as the warehouse (the Workload Simulator).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
     py: Python<'_>,
@@ -95,16 +94,13 @@ pub fn simulate(
     billing_minimum_s: f64,
     schedule: Option<Vec<(f64, String, u32)>>,
     slo_headroom: f64,
-) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, None, None, None, None)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom }).map_err(err)?;
-    let mut scaler: Box<dyn Scaler> = match schedule {
-        Some(s) if !s.is_empty() => Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?),
-        _ => Box::new(StaticScaler),
-    };
+    let mut scaler = crate::scaling::scaler(autoscaler, schedule, spinup_s)?;
     let trace = py.detach(|| simulator::simulate(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg)).map_err(err)?;
-    let (rows, cl) = convert::trace_tables(&w, &trace)?;
-    Ok((rows.into_pyarrow(py)?.unbind(), cl.into_pyarrow(py)?.unbind()))
+    convert::trace_out(py, &w, &trace)
 }

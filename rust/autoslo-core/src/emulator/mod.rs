@@ -115,6 +115,8 @@ struct Sim {
     teardown_requested_at: Option<f64>,
     gone_at: f64,
     queries: usize,
+    spinup_reason: &'static str,
+    teardown_reason: Option<&'static str>,
 }
 
 impl Sim {
@@ -188,7 +190,7 @@ impl<'a> Run<'a> {
             .collect()
     }
 
-    fn add_cluster(&mut self, size: u32, now: f64, initial: bool) -> Result<ClusterId> {
+    fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
         if size == 0 {
             return Err(AutoSloError::out_of_range("cluster size", "> 0 RPU", 0));
         }
@@ -211,6 +213,8 @@ impl<'a> Run<'a> {
             teardown_requested_at: None,
             gone_at: f64::NAN,
             queries: 0,
+            spinup_reason: reason,
+            teardown_reason: None,
         });
         Ok(id)
     }
@@ -388,10 +392,10 @@ impl<'a> Run<'a> {
     fn apply(&mut self, actions: Vec<Action>, t: f64) -> Result<()> {
         for a in actions {
             match a {
-                Action::SpinUp { size } => {
-                    self.add_cluster(size, t, false)?;
+                Action::SpinUp { size, reason } => {
+                    self.add_cluster(size, t, false, reason)?;
                 }
-                Action::TearDown { cluster } => {
+                Action::TearDown { cluster, reason } => {
                     let Some(s) = self.sims.get_mut(cluster as usize) else {
                         return Err(AutoSloError::InvalidAction(format!("teardown of cluster {cluster}, which does not exist")));
                     };
@@ -405,6 +409,7 @@ impl<'a> Run<'a> {
                         )));
                     }
                     s.teardown_requested_at = Some(t);
+                    s.teardown_reason = Some(reason);
                     if s.present() == 0 {
                         s.info.state = ClusterState::Stopping;
                         s.gone_at = t + s.teardown_s;
@@ -430,7 +435,7 @@ impl<'a> Run<'a> {
                 };
                 router.observe(t, &ev);
                 let infos = self.infos();
-                let actions = scaler.on_event(t, &ev, &infos);
+                let actions = scaler.on_event(t, &ev, &infos, &*router);
                 self.apply(actions, t)?;
             }
         }
@@ -458,6 +463,7 @@ pub fn emulate_with_progress(
     progress: Progress<'_>,
 ) -> Result<Trace> {
     cfg.validate()?;
+    scaler.check(&*router)?;
     if initial_clusters.is_empty() && scaler.tick_interval().is_none() {
         return Err(AutoSloError::InvalidConfig("no clusters: give at least one initial cluster size".into()));
     }
@@ -475,7 +481,7 @@ pub fn emulate_with_progress(
         pending: Vec::new(),
     };
     for &size in initial_clusters {
-        run.add_cluster(size, 0.0, true)?;
+        run.add_cluster(size, 0.0, true, "initial")?;
     }
     let mut next_q = 0usize;
     let mut next_tick = scaler.tick_interval().map(|d| d.max(1e-3));
@@ -503,7 +509,7 @@ pub fn emulate_with_progress(
             run.dispatch(now, router, scaler)?;
         } else if t_tick <= t_arrival {
             let infos = run.infos();
-            let actions = scaler.on_event(now, &Event::Tick, &infos);
+            let actions = scaler.on_event(now, &Event::Tick, &infos, &*router);
             run.apply(actions, now)?;
             next_tick = scaler.tick_interval().map(|d| now + d.max(1e-3));
         } else {
@@ -513,11 +519,15 @@ pub fn emulate_with_progress(
             let ev = Event::Arrival { query: q };
             router.observe(now, &ev);
             let infos = run.infos();
-            let actions = scaler.on_event(now, &ev, &infos);
+            let actions = scaler.on_event(now, &ev, &infos, &*router);
             run.apply(actions, now)?;
             let infos = run.infos();
             let c = router.route(now, q, &infos)?;
             run.admit(c, qi, now)?;
+            let routed = Event::Routed { query: q, cluster: c };
+            let infos = run.infos();
+            let actions = scaler.on_event(now, &routed, &infos, &*router);
+            run.apply(actions, now)?;
             if next_q.is_multiple_of(4096) && !progress(next_q, n) {
                 return Err(AutoSloError::Interrupted);
             }
@@ -533,7 +543,7 @@ pub fn emulate_with_progress(
 fn finish_trace(run: Run<'_>, end: f64) -> Result<Trace> {
     let mut rows: Vec<TraceRow> = run.rows.into_iter().map(|r| r.expect("every query finished")).collect();
     let clusters: Vec<ClusterRecord> =
-        run.sims.iter().map(|s| ClusterRecord::close(&s.info, &s.timer, &run.cfg.billing, end, s.teardown_requested_at, s.gone_at.is_finite().then_some(s.gone_at), s.queries)).collect();
+        run.sims.iter().map(|s| ClusterRecord::close(&s.info, &s.timer, &run.cfg.billing, end, s.teardown_requested_at, s.gone_at.is_finite().then_some(s.gone_at), s.queries).with_reasons(s.spinup_reason, s.teardown_reason)).collect();
     attribute_cost_by_work(&mut rows, &clusters);
     Ok(Trace { rows, clusters })
 }

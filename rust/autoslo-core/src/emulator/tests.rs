@@ -79,8 +79,8 @@ fn scheduled_spinup_is_cold_and_teardown_drains() {
     let slo = SloTable::paper(2.0).unwrap();
     let w = base_workload(0.2, 4, &slo).unwrap();
     let schedule = vec![
-        ScheduledAction { at: 100.0, action: Action::SpinUp { size: 32 } },
-        ScheduledAction { at: 900.0, action: Action::TearDown { cluster: 0 } },
+        ScheduledAction { at: 100.0, action: Action::spin_up(32, "scheduled") },
+        ScheduledAction { at: 900.0, action: Action::tear_down(0, "scheduled") },
     ];
     let mut scaler = ScheduledScaler::new(schedule, 10.0).unwrap();
     let cfg = EmulatorConfig { lifecycle: Lifecycle::Fixed { spinup_s: 300.0, teardown_s: 200.0 }, ..Default::default() };
@@ -106,9 +106,9 @@ fn bad_actions_are_clear_errors() {
     let w = base_workload(0.2, 4, &slo).unwrap();
     let sched = |a| ScheduledScaler::new(vec![ScheduledAction { at: 10.0, action: a }], 5.0).unwrap();
     let cfg = EmulatorConfig::default();
-    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::TearDown { cluster: 7 }), &cfg).unwrap_err();
+    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::tear_down(7, "scheduled")), &cfg).unwrap_err();
     assert!(e.to_string().contains("does not exist"), "{e}");
-    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::TearDown { cluster: 0 }), &cfg).unwrap_err();
+    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::tear_down(0, "scheduled")), &cfg).unwrap_err();
     assert!(e.to_string().contains("no cluster can take"), "{e}");
     assert!(emulate(&w, &[], &mut RoundRobin::default(), &mut StaticScaler, &cfg).is_err());
     assert!(emulate(&w, &[0], &mut RoundRobin::default(), &mut StaticScaler, &cfg).is_err());

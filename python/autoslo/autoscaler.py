@@ -1,0 +1,84 @@
+"""Autoscaler settings: which scaling policy changes the cluster set, and its knobs.
+
+The policies (``autoslo._core.SCALING_POLICIES``):
+
+- ``autoslo``: the paper's Autoscaler (§6): the ``combined`` spinup trigger (Algorithm 2) and the
+  Spinup Size Selector adding the best cluster (Algorithm 3), plus the teardown trigger;
+- ``add-best``, ``horizontal``, ``vertical`` with a ``trigger`` of ``combined``, ``observed`` or
+  ``queue@N``: the paper's baselines (§8.5, §8.6);
+- ``noop``: never changes the cluster set;
+- ``snowflake-standard`` / ``snowflake-economy``: Snowflake's multi-cluster warehouse scaling
+  policies, as Snowflake documents them;
+- ``rais``: a RAIS-like scaler holding a price-performance level (``rais_level``).
+
+``add-best``, ``vertical`` and the ``combined`` trigger read the Query Router's predictions, so
+they need ``routing="autoslo"`` (or ``autoslo-latency``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from autoslo import _core
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    """One scaling policy and its parameters (defaults are the paper's reference values).
+
+    ``tau`` is the target violation rate τ (the selector's τ_target, and τ_trigger unless
+    ``tau_trigger`` is given); ``theta`` (θ) the observations before the trigger may fire; ``mu``
+    (μ) the completions each selector branch waits for; ``window_s`` the observation window w;
+    ``t_idle_s`` and ``t_min_lifetime_s`` the teardown trigger's T_idle and T_min_lifetime;
+    ``sizes`` the eligible cluster sizes (RPU); ``spinup_s`` the spinup delay δ the selector assumes
+    (default: the engine's); ``force_at`` forces one decision at that time (the paper's Table 3
+    protocol); ``teardown=False`` keeps every cluster. ``warehouse_size`` and ``max_concurrency``
+    configure the Snowflake policies, ``rais_level`` (``cost``, ``balanced``, ``performance``) the
+    RAIS-like one.
+    """
+
+    policy: str = "autoslo"
+    trigger: str | None = None
+    tau: float = 0.1
+    tau_trigger: float | None = None
+    theta: int = 16
+    mu: int = 16
+    window_s: float = 300.0
+    t_idle_s: float = 600.0
+    t_min_lifetime_s: float = 1200.0
+    sizes: Sequence[int] = (4, 8, 16, 32)
+    spinup_s: float | None = None
+    min_clusters: int = 1
+    max_clusters: int = 10
+    force_at: float | None = None
+    teardown: bool = True
+    warehouse_size: int | None = None
+    max_concurrency: int = 8
+    rais_level: str = "balanced"
+
+    def __post_init__(self) -> None:
+        if self.policy not in _core.SCALING_POLICIES:
+            raise ValueError(f"unknown scaling policy {self.policy!r}; known: {', '.join(_core.SCALING_POLICIES)}")
+
+    def spec(self) -> dict[str, object]:
+        """The settings as the core takes them."""
+        d = asdict(self)
+        d["sizes"] = [int(s) for s in self.sizes]
+        return d
+
+    @property
+    def needs_autoslo_router(self) -> bool:
+        """Whether the policy reads the Query Router's predictions."""
+        if self.policy in ("autoslo", "add-best", "vertical"):
+            return True
+        return self.policy == "horizontal" and (self.trigger or "combined") == "combined"
+
+
+def as_spec(autoscaler: AutoscalerConfig | str | None) -> dict[str, object] | None:
+    """``autoscaler`` (a config, a policy name, or ``None``) as the core's spec."""
+    if autoscaler is None:
+        return None
+    if isinstance(autoscaler, str):
+        autoscaler = AutoscalerConfig(policy=autoscaler)
+    return autoscaler.spec()

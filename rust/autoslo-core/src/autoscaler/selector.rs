@@ -1,0 +1,214 @@
+//! The Spinup Size Selector, `FindBestSpinupSize` (Algorithm 3 of the paper).
+//!
+//! Copies of the arrival window are replayed through a copy of the Query Router (Iconq+
+//! predictions, monotonicity guard, billing timers) on the Workload Simulator's semantics:
+//! a query completes at arrival + prediction (`CollectFinishedUntil`). The preparation period
+//! until the new cluster is available (t_d + δ) is simulated once and snapshotted; then one branch
+//! per eligible size, plus do-nothing, continues from the snapshot until μ queries that arrived
+//! after t_d + δ have completed, and adds the predicted latencies of the queries still running.
+//! Each branch yields (violation rate, cost until drained); `BestWithTarget` decides, do-nothing
+//! wins its ties, and among sizes tied for the best the largest is returned. The branches run in
+//! parallel (rayon).
+//!
+//! Reading of the listing: line 4 shifts copy ⌊i/|W_a|⌋ by w·⌊i/|W_a|⌋ from i = 0, which would
+//! re-issue the window's own queries at their past arrival times, although they were already
+//! routed; Figure 4 replays copies *after* the window (q4–q9 after q1–q3). We follow Figure 4:
+//! replay starts at i = |W_a| (the first copy, shifted by w).
+//!
+//! [`Mode::Replace`] is the paper's "Vertical w/ Ours": the same simulation, but once the new
+//! cluster is available nothing more is routed to the existing clusters (they drain).
+
+use rayon::prelude::*;
+
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
+use crate::control::Router;
+use crate::error::{AutoSloError, Result};
+use crate::router::AutoSloRouter;
+use crate::slo::best_with_target;
+use crate::workload::Query;
+
+/// Ids of replayed query copies start here (far above any workload's ids).
+pub const REPLAY_ID_BASE: u64 = 1 << 62;
+
+/// Settings of the Spinup Size Selector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectorParams {
+    /// Eligible sizes S (RPU).
+    pub sizes: Vec<u32>,
+    /// Spinup delay δ assumed by the simulation (s).
+    pub spinup_s: f64,
+    /// Minimum completions μ after the new cluster is available.
+    pub mu: usize,
+    /// Observation window width w (s): the shift between replayed copies.
+    pub window_s: f64,
+    /// Target violation rate τ_target of `BestWithTarget`.
+    pub tau_target: f64,
+    /// Safety bound: a branch stops after this much simulated time past t_d + δ even if fewer
+    /// than μ queries completed (a pathological window, e.g. predictions of hours).
+    pub max_replay_s: f64,
+}
+
+impl Default for SelectorParams {
+    fn default() -> Self {
+        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: 16, window_s: 300.0, tau_target: 0.1, max_replay_s: 1800.0 }
+    }
+}
+
+impl SelectorParams {
+    pub fn validated(self) -> Result<Self> {
+        if self.sizes.is_empty() || self.sizes.contains(&0) {
+            return Err(AutoSloError::InvalidConfig(format!("eligible sizes must be non-empty and positive, got {:?}", self.sizes)));
+        }
+        for (what, v) in [("spinup delay δ", self.spinup_s), ("window w", self.window_s), ("max replay", self.max_replay_s)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(AutoSloError::out_of_range(what, "a finite time ≥ 0 s", v));
+            }
+        }
+        if self.window_s <= 0.0 {
+            return Err(AutoSloError::out_of_range("window w", "> 0 s", self.window_s));
+        }
+        if self.mu == 0 {
+            return Err(AutoSloError::out_of_range("μ (minimum completions)", "≥ 1", 0));
+        }
+        if !(0.0..=1.0).contains(&self.tau_target) {
+            return Err(AutoSloError::out_of_range("τ_target", "in [0, 1]", self.tau_target));
+        }
+        Ok(self)
+    }
+}
+
+/// Add the new cluster beside the existing ones, or let it replace them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Add Cluster w/ Ours (the paper's method).
+    Add,
+    /// Vertical w/ Ours: the new cluster replaces the existing ones once available.
+    Replace,
+}
+
+/// One branch's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Branch {
+    /// The size spun up in this branch (`None` = do nothing).
+    pub size: Option<u32>,
+    pub violation_rate: f64,
+    /// Σ ClusterCostUntilDrained at the branch's end ($).
+    pub cost: f64,
+    /// |D|: completions after t_d + δ plus queries outstanding at the end.
+    pub observations: usize,
+    /// Replayed arrivals routed in the branch (after the snapshot).
+    pub arrivals: usize,
+}
+
+/// What the selector decided, with every branch it compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpinupDecision {
+    /// The size to spin up, or `None` (do nothing).
+    pub size: Option<u32>,
+    pub branches: Vec<Branch>,
+    /// Replayed arrivals in the preparation period.
+    pub prep_arrivals: usize,
+}
+
+/// The window's queries, replayed: copy k ≥ 1 shifted by k·w, with fresh ids.
+struct Replay<'a> {
+    window: &'a [Query],
+    w: f64,
+}
+
+impl Replay<'_> {
+    fn at(&self, i: usize) -> Query {
+        let n = self.window.len();
+        let mut q = self.window[i % n];
+        q.arrival += self.w * (i / n) as f64;
+        q.id = REPLAY_ID_BASE + i as u64;
+        q
+    }
+}
+
+/// The clusters as they are at `t`: starting ones whose ready time has come are ready.
+fn at_time(clusters: &mut [ClusterInfo], t: f64) {
+    for c in clusters {
+        if c.state == ClusterState::Starting && c.ready_at <= t {
+            c.state = ClusterState::Ready;
+        }
+    }
+}
+
+/// `FindBestSpinupSize` at decision time `now` over `router` (a copy is simulated; the router is
+/// not changed), the active `clusters` and the arrival window `window` (queries of the last w
+/// seconds, oldest first). Returns `None` as size when the window is empty (nothing to replay).
+///
+/// Cost: O((|W_a|·δ/w + F_max) · R_max) per branch, as in the paper, branches in parallel.
+pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], window: &[Query], now: f64, params: &SelectorParams, mode: Mode) -> Result<SpinupDecision> {
+    let params = params.clone().validated()?;
+    if window.is_empty() {
+        return Ok(SpinupDecision { size: None, branches: Vec::new(), prep_arrivals: 0 });
+    }
+    let replay = Replay { window, w: params.window_s };
+    let mut base: Vec<ClusterInfo> = clusters.iter().filter(|c| c.accepts_queries()).copied().collect();
+    if base.is_empty() {
+        return Err(AutoSloError::InvalidConfig("the Spinup Size Selector needs at least one active cluster".into()));
+    }
+    let t_available = now + params.spinup_s;
+    let horizon = t_available + params.max_replay_s;
+    // Preparation period (lines 1–11), once.
+    let mut snap = router.clone();
+    let n = window.len();
+    let mut i = n;
+    while replay.at(i).arrival < t_available {
+        let q = replay.at(i);
+        snap.collect_finished_until(q.arrival)?;
+        at_time(&mut base, q.arrival);
+        snap.route(q.arrival, &q, &base)?;
+        i += 1;
+    }
+    let i_snap = i;
+    at_time(&mut base, t_available);
+    let new_id: ClusterId = clusters.iter().map(|c| c.id).chain(router.placed().keys().copied()).max().map_or(0, |m| m + 1);
+    // One branch per eligible size and for do-nothing (lines 12–29).
+    let options: Vec<Option<u32>> = std::iter::once(None).chain(params.sizes.iter().copied().map(Some)).collect();
+    let branch = |size: Option<u32>| -> Result<Branch> {
+        let mut r = snap.clone();
+        let mut infos = base.clone();
+        if let Some(s) = size {
+            if mode == Mode::Replace {
+                infos.iter_mut().for_each(|c| c.state = ClusterState::Draining);
+            }
+            infos.push(ClusterInfo { id: new_id, size: s, state: ClusterState::Ready, requested_at: now, ready_at: t_available, running: 0, queued: 0 });
+        }
+        let (mut observed, mut violated, mut arrivals) = (0usize, 0usize, 0usize);
+        let mut i = i_snap;
+        let mut t = t_available;
+        while observed < params.mu {
+            let q = replay.at(i);
+            if q.arrival > horizon {
+                break;
+            }
+            t = q.arrival;
+            for p in r.collect_finished_until(t)? {
+                if p.arrival >= t_available {
+                    observed += 1;
+                    violated += usize::from(p.prediction > p.slo);
+                }
+            }
+            at_time(&mut infos, t);
+            r.route(t, &q, &infos)?;
+            arrivals += 1;
+            i += 1;
+        }
+        // Line 27: the outstanding queries with their predicted latencies.
+        for (_, p) in r.running() {
+            observed += 1;
+            violated += usize::from(p.prediction > p.slo);
+        }
+        let violation_rate = if observed > 0 { violated as f64 / observed as f64 } else { 0.0 };
+        Ok(Branch { size, violation_rate, cost: r.cost_until_drained(t)?, observations: observed, arrivals })
+    };
+    let branches: Vec<Branch> = options.par_iter().map(|&s| branch(s)).collect::<Result<_>>()?;
+    let points: Vec<(f64, f64)> = branches.iter().map(|b| (b.violation_rate, b.cost)).collect();
+    let best = points[best_with_target(&points, params.tau_target).expect("at least the do-nothing branch")];
+    // Lines 31–35: do-nothing wins its ties; otherwise the largest size tied for the best.
+    let size = if points[0] == best { None } else { branches.iter().filter(|b| (b.violation_rate, b.cost) == best).filter_map(|b| b.size).max() };
+    Ok(SpinupDecision { size, branches, prep_arrivals: i_snap - n })
+}

@@ -1,0 +1,157 @@
+//! Autoscaler tests with the bundled model (feature `torch`).
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::billing::BillingPolicy;
+use crate::catalog::QueryText;
+use crate::cluster::ClusterInfo;
+use crate::control::RoundRobin;
+use crate::emulator::{emulate, EmulatorConfig};
+use crate::predictor::{Backend, Predictor};
+use crate::router::AutoSloRouter;
+use crate::simulator::{simulate, SimulatorConfig};
+use crate::slo::SloTable;
+use crate::workload::{base_workload, Query};
+
+fn model() -> Predictor {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus");
+    Predictor::load(&dir, Backend::Native).unwrap()
+}
+
+fn ready(id: u32, size: u32) -> ClusterInfo {
+    ClusterInfo { id, size, state: ClusterState::Ready, requested_at: 0.0, ready_at: 0.0, running: 0, queued: 0 }
+}
+
+fn q(id: u64, t: f64, slo: f64) -> Query {
+    Query { id, arrival: t, text: QueryText { template: (id % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo }
+}
+
+#[test]
+fn maybe_spinup_waits_for_theta_fires_once_and_rearms_when_the_cluster_set_changes() {
+    let mut r = AutoSloRouter::new(model(), BillingPolicy::default());
+    let mut a = Autoscaler::new(Scaling::AddBest, TriggerKind::Combined, AutoscalerParams { theta: 8, ..Default::default() }).unwrap();
+    let one = [ready(0, 4)];
+    // Queries with a 1 s SLO all violate by prediction.
+    for i in 0..7 {
+        r.route(i as f64, &q(i, i as f64, 1.0), &one).unwrap();
+        assert!(!a.maybe_spinup(i as f64, &one, &r).fire, "fewer than θ observations");
+    }
+    r.route(7.0, &q(7, 7.0, 1.0), &one).unwrap();
+    let c = a.maybe_spinup(7.0, &one, &r);
+    assert!(c.fire && c.running == 8 && c.violation_rate == 1.0, "{c:?}");
+    r.route(8.0, &q(8, 8.0, 1.0), &one).unwrap();
+    assert!(!a.maybe_spinup(8.0, &one, &r).fire, "in flight");
+    // A new ready cluster: t_change moves to now, so the old observations no longer count.
+    let two = [ready(0, 4), ready(1, 16)];
+    assert!(!a.maybe_spinup(9.0, &two, &r).fire);
+    assert_eq!(a.spinup.t_change, 9.0);
+    // Observed ignores the running queries' predictions.
+    let mut o = Autoscaler::new(Scaling::AddBest, TriggerKind::Observed, AutoscalerParams { theta: 8, ..Default::default() }).unwrap();
+    assert!(!o.maybe_spinup(9.0, &one, &r).fire);
+    // queue@N counts outstanding queries.
+    let mut qn = Autoscaler::new(Scaling::AddBest, TriggerKind::Queue(32), AutoscalerParams::default()).unwrap();
+    assert!(!qn.maybe_spinup(1.0, &[ClusterInfo { running: 20, queued: 11, ..ready(0, 8) }], &r).fire);
+    assert!(qn.maybe_spinup(2.0, &[ClusterInfo { running: 20, queued: 12, ..ready(0, 8) }], &r).fire);
+}
+
+#[test]
+fn the_selector_adds_capacity_to_an_overloaded_cluster_and_does_nothing_for_an_idle_one() {
+    let p = model();
+    let params = SelectorParams { sizes: vec![8, 16, 32], mu: 16, window_s: 300.0, spinup_s: 300.0, tau_target: 0.1, ..Default::default() };
+    // Overloaded: 60 queries in the last 300 s on one 4 RPU cluster, SLOs of 2 × a 16 RPU baseline.
+    let slo = SloTable::paper(2.0).unwrap();
+    let mut r = AutoSloRouter::new(p.clone(), BillingPolicy::default());
+    let one = [ready(0, 4)];
+    let mut window = Vec::new();
+    for i in 0..60u64 {
+        let mut x = q(i, 5.0 * i as f64, 1.0);
+        x.slo = slo.slo(x.text.template, "adhoc").unwrap();
+        r.route(x.arrival, &x, &one).unwrap();
+        window.push(x);
+    }
+    let d = find_best_spinup_size(&r, &one, &window, 300.0, &params, Mode::Add).unwrap();
+    assert_eq!(d.branches.len(), 4);
+    let none = &d.branches[0];
+    let best = d.branches.iter().find(|b| b.size == d.size).unwrap();
+    assert!(d.size.is_some(), "{:?}", d.branches);
+    assert!(best.violation_rate < none.violation_rate, "{:?}", d.branches);
+    assert!(d.branches.iter().all(|b| b.observations >= params.mu));
+    // The router itself is untouched.
+    assert_eq!(r.running().count(), 60);
+    // Idle: a few queries with loose SLOs. A larger cluster would only cost more, so the router
+    // would leave it unused: doing nothing ties with every size, and do-nothing wins its ties.
+    let params = SelectorParams { sizes: vec![16, 32], ..params };
+    let mut r = AutoSloRouter::new(p, BillingPolicy::default());
+    let big = [ready(0, 8)];
+    let window: Vec<Query> = (0..5u64).map(|i| q(i, 60.0 * i as f64, 1e5)).collect();
+    for x in &window {
+        r.route(x.arrival, x, &big).unwrap();
+    }
+    let d = find_best_spinup_size(&r, &big, &window, 300.0, &params, Mode::Add).unwrap();
+    assert_eq!(d.size, None, "{:?}", d.branches);
+    assert_eq!(find_best_spinup_size(&r, &big, &[], 300.0, &params, Mode::Add).unwrap().size, None);
+}
+
+fn routed_once(t: &crate::trace::Trace, n: usize) {
+    let mut seen = vec![false; n];
+    for row in &t.rows {
+        assert!(!seen[row.query]);
+        seen[row.query] = true;
+    }
+    assert!(seen.iter().all(|&s| s));
+}
+
+#[test]
+fn autoslo_scales_an_overloaded_warehouse_in_the_emulator_and_the_simulator() {
+    let p = model();
+    let w = base_workload(0.2, 3, &SloTable::paper(2.0).unwrap()).unwrap();
+    let cfg = EmulatorConfig { seed: 3, ..Default::default() };
+    let params = AutoscalerParams { sizes: vec![8, 16, 32], ..Default::default() };
+    let run = |name: &str| {
+        let mut router = AutoSloRouter::new(p.clone(), BillingPolicy::default());
+        let mut s = scaler_by_name(name, None, params.clone(), &ScalerOptions::default()).unwrap();
+        emulate(&w, &[8], &mut router, s.as_mut(), &cfg).unwrap()
+    };
+    let (noop, auto) = (run("noop"), run("autoslo"));
+    routed_once(&auto, w.len());
+    assert_eq!(noop.clusters.len(), 1);
+    let spun: Vec<_> = auto.cluster_events().into_iter().filter(|e| e.kind == "spinup").collect();
+    assert!(!spun.is_empty() && spun.iter().all(|e| e.reason == "spinup-trigger" && params.sizes.contains(&e.size)), "{spun:?}");
+    let vr = |t: &crate::trace::Trace| t.summary(&w).violation_rate;
+    assert!(vr(&auto) < vr(&noop), "autoslo {} vs noop {}", vr(&auto), vr(&noop));
+    // The same policy object runs in the Workload Simulator.
+    let mut router = AutoSloRouter::new(p.clone(), BillingPolicy::default());
+    let mut s = scaler_by_name("autoslo", None, params.clone(), &ScalerOptions::default()).unwrap();
+    let sim = simulate(&p, &w, &[8], &mut router, s.as_mut(), SimulatorConfig::default()).unwrap();
+    routed_once(&sim, w.len());
+    assert!(sim.clusters.len() > 1);
+    // The selector needs the autoslo router.
+    let mut s = scaler_by_name("add-best", Some("observed"), params.clone(), &ScalerOptions::default()).unwrap();
+    let e = emulate(&w, &[8], &mut RoundRobin::default(), s.as_mut(), &cfg).unwrap_err();
+    assert!(e.to_string().contains("route with `autoslo`"), "{e}");
+    assert!(scaler_by_name("autoslo", Some("observed"), params.clone(), &ScalerOptions::default()).err().is_some());
+    assert!(scaler_by_name("grow", None, params, &ScalerOptions::default()).err().unwrap().to_string().contains("unknown policy"));
+}
+
+#[test]
+fn vertical_scaling_drains_the_old_cluster_once_the_new_one_is_ready() {
+    let p = model();
+    let w = base_workload(0.2, 5, &SloTable::paper(2.0).unwrap()).unwrap();
+    let params = AutoscalerParams { sizes: vec![16, 32], force_at: Some(w.queries()[60].arrival), ..Default::default() };
+    let mut router = AutoSloRouter::new(p.clone(), BillingPolicy::default());
+    let mut s = Autoscaler::new(Scaling::Vertical, TriggerKind::Never, params).unwrap();
+    let t = emulate(&w, &[8], &mut router, &mut s, &EmulatorConfig { seed: 5, ..Default::default() }).unwrap();
+    routed_once(&t, w.len());
+    assert_eq!(s.decisions.len(), 1);
+    assert_eq!(s.decisions[0].cause, "forced");
+    let ev = t.cluster_events();
+    let new = ev.iter().find(|e| e.kind == "spinup").expect("the forced decision spins a cluster up");
+    assert_eq!(new.reason, "forced");
+    let ready_at = ev.iter().find(|e| e.kind == "ready" && e.cluster == new.cluster).unwrap().time;
+    let old = ev.iter().find(|e| e.kind == "teardown" && e.cluster == 0).expect("the old cluster is torn down");
+    assert_eq!(old.reason, "replaced");
+    assert!((old.time - ready_at).abs() < 1e-9);
+    // Nothing is routed to the old cluster after the new one is ready.
+    assert!(t.rows.iter().filter(|r| r.cluster == 0).all(|r| r.arrival <= ready_at));
+}
