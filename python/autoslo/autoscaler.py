@@ -35,7 +35,9 @@ class AutoscalerConfig:
     (default: the engine's); ``force_at`` forces one decision at that time (the paper's Table 3
     protocol); ``teardown=False`` keeps every cluster. ``warehouse_size`` and ``max_concurrency``
     configure the Snowflake policies, ``rais_level`` (``cost``, ``balanced``, ``performance``) the
-    RAIS-like one.
+    RAIS-like one. ``selector_headroom`` (≥ 1): the selector counts a violation when latency ×
+    this factor exceeds the SLO; default 1 (Algorithm 3 literally) except for ``autoslo``, which
+    uses the router's SLO headroom (a change, measured beside the literal ``add-best``).
     """
 
     policy: str = "autoslo"
@@ -56,6 +58,7 @@ class AutoscalerConfig:
     warehouse_size: int | None = None
     max_concurrency: int = 8
     rais_level: str = "balanced"
+    selector_headroom: float | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in _core.SCALING_POLICIES:
@@ -65,7 +68,7 @@ class AutoscalerConfig:
         """The settings as the core takes them."""
         d = asdict(self)
         d["sizes"] = [int(s) for s in self.sizes]
-        return d
+        return {k: v for k, v in d.items() if v is not None}
 
     @property
     def needs_autoslo_router(self) -> bool:

@@ -11,11 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from autoslo import _core
+from autoslo.autoscaler import AutoscalerConfig
 from autoslo.emulation import calibrate, emulate
 from autoslo.bundled import load
 from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
-from autoslo.reproduce import ROUTER_POLICIES, reproduce_router
+from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
@@ -50,6 +51,24 @@ def _workload(args: argparse.Namespace) -> pa.Table:
     return base_workload(args.rate, seed=args.seed, kappa=args.kappa)
 
 
+def _autoscaler(args: argparse.Namespace) -> AutoscalerConfig | None:
+    if args.autoscaler is None:
+        return None
+    return AutoscalerConfig(
+        policy=args.autoscaler,
+        trigger=args.trigger,
+        tau=args.tau,
+        theta=args.theta,
+        mu=args.mu,
+        window_s=args.window,
+        t_idle_s=args.t_idle,
+        t_min_lifetime_s=args.t_min_lifetime,
+        sizes=tuple(args.sizes),
+        max_clusters=args.max_clusters,
+        rais_level=args.rais_level,
+    )
+
+
 def cmd_emulate(args: argparse.Namespace) -> int:
     wl = _workload(args)
     result = emulate(
@@ -60,18 +79,25 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         timeout_s=args.timeout if args.timeout > 0 else None,
         lifecycle=args.lifecycle,
         progress=args.progress,
+        autoscaler=_autoscaler(args),
     )
     if args.trace:
         write_table(result.trace, args.trace)
     if args.clusters_out:
         write_table(result.clusters, args.clusters_out)
+    if args.events_out:
+        write_table(result.events, args.events_out)
     summary = result.summary()
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps({**summary, "cluster_events": result.events.to_pylist()}))
     else:
         print(fmt_table([summary], list(summary)))
         print()
         print(fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "violation_rate", "latency_p50", "latency_p95", "cost"]))
+        changes = [e for e in result.events.to_pylist() if e["reason"] != "initial"]
+        if changes:
+            print()
+            print(fmt_table(changes, ["time", "cluster_id", "size", "event", "reason"]))
     return 0
 
 
@@ -187,8 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
     p.add_argument("--clusters-out", metavar="OUT.parquet", help="write the per-cluster bills to Parquet")
+    p.add_argument("--events-out", metavar="OUT.parquet", help="write the cluster events (spinups, teardowns, with reasons) to Parquet")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
+    g = p.add_argument_group("autoscaling (default: the clusters stay as given)")
+    g.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy: autoslo (the paper's Autoscaler), add-best/horizontal/vertical with --trigger, noop, snowflake-standard, snowflake-economy, rais")
+    g.add_argument("--trigger", help="spinup trigger of add-best/horizontal/vertical: combined (default), observed, queue@N")
+    g.add_argument("--tau", type=float, default=0.1, help="target violation rate τ (default 0.1)")
+    g.add_argument("--sizes", type=_sizes, default=[4, 8, 16, 32], help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
+    g.add_argument("--theta", type=int, default=16, help="θ: observations before the trigger may fire (default 16)")
+    g.add_argument("--mu", type=int, default=16, help="μ: completions per selector branch (default 16)")
+    g.add_argument("--window", type=float, default=300.0, help="observation window w in s (default 300)")
+    g.add_argument("--t-idle", dest="t_idle", type=float, default=600.0, help="T_idle in s (default 600)")
+    g.add_argument("--t-min-lifetime", dest="t_min_lifetime", type=float, default=1200.0, help="T_min_lifetime in s (default 1200)")
+    g.add_argument("--max-clusters", dest="max_clusters", type=int, default=10, help="never more active clusters than this (default 10)")
+    g.add_argument("--rais-level", dest="rais_level", choices=["cost", "balanced", "performance"], default="balanced", help="price-performance level of the rais policy")
     p.set_defaults(func=cmd_emulate)
 
     p = sub.add_parser("workload", help="generate a workload and write it to Parquet", description="Generate a workload and write it to Parquet.")
@@ -233,7 +272,50 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-arrival-correction", dest="arrival_correction", action="store_false", help="ablation: route on raw Iconq+ predictions at arrival")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_router)
+    for name, methods, helptext in (
+        ("spinup-size", SPINUP_SIZE_METHODS, "Table 3: noop vs horizontal vs vertical vs add-best after one forced decision"),
+        ("trigger", TRIGGER_METHODS, "Table 4: noop vs queue@32 vs observed vs combined triggers, and Snowflake and RAIS-like scaling"),
+    ):
+        r = rs.add_parser(name, help=helptext)
+        r.add_argument("--seed", type=int, nargs="+", default=[0], help="one seed, or several (results averaged per scenario over seeds)")
+        r.add_argument("--queries", type=int, help="truncate each workload to this many queries (quick runs)")
+        r.add_argument("--methods", nargs="+", default=list(methods), choices=list(methods))
+        r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+        r.add_argument("--json", action="store_true")
+        r.set_defaults(func=cmd_reproduce_autoscaler, table=name)
     return parser
+
+
+def cmd_reproduce_autoscaler(args: argparse.Namespace) -> int:
+    run = reproduce_spinup_size if args.table == "spinup-size" else reproduce_trigger
+    seed = args.seed[0] if len(args.seed) == 1 else args.seed
+    out = run(seed=seed, methods=args.methods, queries=args.queries, predictor=load(args.model) if args.model else None)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    groups: dict[tuple, list[dict]] = {}
+    for r in out["rows"]:
+        groups.setdefault((r["rate"], r["kappa"], "+".join(map(str, r["clusters"])), r["method"]), []).append(r)
+    rows = [
+        {
+            "rate": k[0],
+            "kappa": k[1],
+            "clusters": k[2],
+            "method": k[3],
+            "violation_rate": sum(x["violation_rate"] for x in g) / len(g),
+            "cost": sum(x["cost"] for x in g) / len(g),
+            "spinups": " ".join(",".join(str(s["size"]) for s in x["spinups"]) or "-" for x in g),
+        }
+        for k, g in groups.items()
+    ]
+    what = "the last 20 % of each workload" if args.table == "spinup-size" else "the whole workload"
+    print(f"means over seeds {', '.join(map(str, args.seed))}, measured over {what}; spinups: sizes per seed")
+    print(fmt_table(rows, ["rate", "kappa", "clusters", "method", "violation_rate", "cost", "spinups"]))
+    for m, s in out["mean_change_vs_noop"].items():
+        paper = s["paper"]
+        ref = f"  (paper: {paper['mean_violation_rate_change']:+.1%} / {paper['mean_cost_change']:+.1%})" if paper else ""
+        print(f"{m}: mean violation-rate change {s['mean_violation_rate_change']:+.1%}, cost {s['mean_cost_change']:+.1%} vs noop{ref}")
+    return 0
 
 
 def cmd_reproduce_router(args: argparse.Namespace) -> int:

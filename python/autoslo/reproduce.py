@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from autoslo import _core
+from autoslo.autoscaler import AutoscalerConfig
 from autoslo.emulation import NEEDS_PREDICTOR, emulate, predictor_for
 from autoslo.workloads import base_workload
 
@@ -122,3 +123,156 @@ def _mean_changes(rows: list[dict], policies: Sequence[str], scenarios: Sequence
             "paper": dict(zip(("mean_violation_rate_change", "mean_cost_change"), PAPER_TABLE2[p])) if p in PAPER_TABLE2 else None,
         }
     return summary
+
+
+# --- The Autoscaler: Table 3 (Spinup Size Selector) and Table 4 (spinup trigger), §8.5–8.6 ---
+
+#: (λ, κ, initial cluster) in the paper's row order of Tables 3 and 4.
+AUTOSCALER_SCENARIOS: tuple[tuple[float, float, tuple[int, ...]], ...] = (
+    (0.1, 4, (8,)),
+    (0.1, 4, (16,)),
+    (0.1, 2, (8,)),
+    (0.1, 2, (16,)),
+    (0.2, 4, (8,)),
+    (0.2, 4, (16,)),
+    (0.2, 2, (8,)),
+    (0.2, 2, (16,)),
+)
+#: Eligible sizes of the selector in both tables.
+AUTOSCALER_SIZES = (4, 8, 16, 32)
+SPINUP_SIZE_METHODS = ("noop", "horizontal", "vertical", "add-best", "autoslo")
+TRIGGER_METHODS = ("noop", "queue@32", "observed", "combined", "autoslo", "snowflake-standard", "snowflake-economy", "rais")
+#: The paper's mean changes against No-Op (violation rate, cost).
+PAPER_TABLE3 = {"horizontal": (-0.427, 0.110), "vertical": (-0.836, 0.091), "add-best": (-0.937, 0.118)}
+PAPER_TABLE4 = {"queue@32": (-0.410, 0.351), "observed": (-0.376, 0.433), "combined": (-0.546, 0.641)}
+
+
+def _spinup_size_config(method: str, force_at: float) -> AutoscalerConfig:
+    """Table 3: one forced decision, no trigger, no teardown. ``autoslo`` is ``add-best`` with the
+    selector's SLO headroom (our change); ``add-best`` is Algorithm 3 literally."""
+    if method == "autoslo":
+        return AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SLO_HEADROOM)
+    return AutoscalerConfig(policy=method, trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES)
+
+
+def _trigger_config(method: str) -> AutoscalerConfig:
+    """Table 4: the standard selector (add-best) behind each trigger; the scalers users run today."""
+    if method == "noop":
+        return AutoscalerConfig(policy="noop", sizes=AUTOSCALER_SIZES)
+    if method in ("autoslo", "snowflake-standard", "snowflake-economy", "rais"):
+        return AutoscalerConfig(policy=method, sizes=AUTOSCALER_SIZES)
+    return AutoscalerConfig(policy="add-best", trigger=method, sizes=AUTOSCALER_SIZES)
+
+
+def _autoscaler_table(
+    table: str,
+    seed: int | Sequence[int],
+    methods: Sequence[str],
+    scenarios: Sequence[tuple[float, float, tuple[int, ...]]],
+    predictor: _core.Predictor | None,
+    queries: int | None,
+) -> dict:
+    seeds = [seed] if isinstance(seed, int) else list(seed)
+    if not seeds:
+        raise ValueError("give at least one seed")
+    known = SPINUP_SIZE_METHODS if table == "spinup-size" else TRIGGER_METHODS
+    unknown = [m for m in methods if m not in known]
+    if unknown or "noop" not in methods:
+        raise ValueError(f"methods must include noop and come from {list(known)}; got unknown {unknown}")
+    predictor = predictor_for(True, predictor)
+    rows = []
+    for s in seeds:
+        for lam, kappa, clusters in scenarios:
+            wl: pa.Table = base_workload(lam, seed=s, kappa=kappa)
+            if queries is not None:
+                wl = wl.slice(0, queries)
+            n = wl.num_rows
+            arrivals = wl["arrival"].to_pylist()
+            for m in methods:
+                if table == "spinup-size":
+                    cfg = _spinup_size_config(m, force_at=arrivals[int(0.2 * n)])
+                    first = int(0.8 * n)  # measure the last 20 %
+                else:
+                    cfg = _trigger_config(m)
+                    first = 0
+                r = emulate(wl, list(clusters), seed=s, routing="autoslo", predictor=predictor, autoscaler=cfg)
+                measured = r.trace.slice(first)
+                met = sum(measured["met"].to_pylist())
+                spinups = [(e["time"], e["size"], e["reason"]) for e in r.events.to_pylist() if e["event"] == "spinup"]
+                rows.append(
+                    {
+                        "seed": s,
+                        "rate": lam,
+                        "kappa": kappa,
+                        "clusters": list(clusters),
+                        "method": m,
+                        "queries": measured.num_rows,
+                        "violation_rate": 1 - met / measured.num_rows if measured.num_rows else 0.0,
+                        "cost": float(sum(measured["cost"].to_pylist())),
+                        "spinups": [{"time": t, "size": z, "reason": why} for t, z, why in spinups],
+                        "teardowns": sum(1 for e in r.events.to_pylist() if e["event"] == "teardown"),
+                    }
+                )
+    paper = PAPER_TABLE3 if table == "spinup-size" else PAPER_TABLE4
+    out: dict = {"table": table, "seed": seeds[0] if len(seeds) == 1 else seeds, "queries_per_workload": queries, "sizes": list(AUTOSCALER_SIZES), "rows": rows}
+    out["mean_change_vs_noop"] = _changes_vs(rows, methods, scenarios, "noop", paper)
+    if len(seeds) > 1:
+        out["per_seed"] = {s: _changes_vs([r for r in rows if r["seed"] == s], methods, scenarios, "noop", paper) for s in seeds}
+    return out
+
+
+def _changes_vs(rows: list[dict], methods: Sequence[str], scenarios: Sequence[tuple[float, float, tuple[int, ...]]], base: str, paper: dict) -> dict:
+    """Mean over scenarios of each method's relative change against ``base`` (per-scenario values
+    averaged over the seeds in ``rows`` first)."""
+
+    def mean(method: str, s: tuple[float, float, tuple[int, ...]], field: str) -> float:
+        xs = [r[field] for r in rows if r["method"] == method and (r["rate"], r["kappa"], tuple(r["clusters"])) == (s[0], s[1], tuple(s[2]))]
+        return sum(xs) / len(xs)
+
+    out = {}
+    for m in methods:
+        if m == base:
+            continue
+        dv, dk = [], []
+        for s in scenarios:
+            bv, bk = mean(base, s, "violation_rate"), mean(base, s, "cost")
+            if bv > 0:
+                dv.append(mean(m, s, "violation_rate") / bv - 1)
+            if bk > 0:
+                dk.append(mean(m, s, "cost") / bk - 1)
+        out[m] = {
+            "mean_violation_rate_change": sum(dv) / len(dv) if dv else float("nan"),
+            "mean_cost_change": sum(dk) / len(dk) if dk else float("nan"),
+            "mean_violation_rate": sum(mean(m, s, "violation_rate") for s in scenarios) / len(scenarios),
+            "paper": dict(zip(("mean_violation_rate_change", "mean_cost_change"), paper[m])) if m in paper else None,
+        }
+    return out
+
+
+def reproduce_spinup_size(
+    seed: int | Sequence[int] = 0,
+    methods: Sequence[str] = SPINUP_SIZE_METHODS,
+    scenarios: Sequence[tuple[float, float, tuple[int, ...]]] = AUTOSCALER_SCENARIOS,
+    queries: int | None = None,
+    predictor: _core.Predictor | None = None,
+) -> dict:
+    """Table 3 (§8.5) on the emulator: start with one 8 or 16 RPU cluster, run 20 % of
+    BaseWorkload, force one scaling decision, let 60 % elapse and measure violation rate and
+    attributed cost over the last 20 % of the queries. Methods: ``noop``, ``horizontal`` (a copy
+    of the cluster), ``vertical`` (the selector's best single cluster replaces it) and ``add-best``
+    (the selector's best cluster is added; the paper's method). All route with ``autoslo``."""
+    return _autoscaler_table("spinup-size", seed, methods, scenarios, predictor, queries)
+
+
+def reproduce_trigger(
+    seed: int | Sequence[int] = 0,
+    methods: Sequence[str] = TRIGGER_METHODS,
+    scenarios: Sequence[tuple[float, float, tuple[int, ...]]] = AUTOSCALER_SCENARIOS,
+    queries: int | None = None,
+    predictor: _core.Predictor | None = None,
+) -> dict:
+    """Table 4 (§8.6) on the emulator, over the whole workload: the standard Spinup Size Selector
+    behind the ``queue@32``, ``observed`` and ``combined`` (Algorithm 2, the paper's) triggers,
+    against ``noop``; and Snowflake's ``standard`` and ``economy`` policies and the RAIS-like
+    scaler on the same scenarios. All route with ``autoslo``; teardown is on."""
+    return _autoscaler_table("trigger", seed, methods, scenarios, predictor, queries)

@@ -8,7 +8,7 @@ use pyo3::types::PyDict;
 use crate::{err, parse_schedule, AutoSloCoreError};
 
 /// Keys an autoscaler spec may hold.
-pub const SPEC_KEYS: [&str; 18] = [
+pub const SPEC_KEYS: [&str; 19] = [
     "policy",
     "trigger",
     "tau",
@@ -27,6 +27,7 @@ pub const SPEC_KEYS: [&str; 18] = [
     "warehouse_size",
     "max_concurrency",
     "rais_level",
+    "selector_headroom",
 ];
 
 fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
@@ -92,6 +93,7 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
                 p.max_clusters = v;
             }
             p.force_at = get(&d, "force_at")?;
+            p.selector_headroom = get(&d, "selector_headroom")?;
             if let Some(v) = get(&d, "teardown")? {
                 p.teardown = v;
             }

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
+use crate::router::DEFAULT_SLO_HEADROOM;
 
 pub use selector::{find_best_spinup_size, Branch, Mode, SelectorParams, SpinupDecision, REPLAY_ID_BASE};
 pub use trigger::{teardown_candidates, Completed, ObservationWindows, SpinupTrigger, TriggerCheck, TriggerKind};
@@ -91,6 +92,13 @@ pub struct AutoscalerParams {
     pub teardown: bool,
     /// Period of the teardown check when no query arrives (s).
     pub tick_s: f64,
+    /// The selector counts a violation when latency × this factor > SLO. 1 is Algorithm 3's
+    /// literal test (`add-best`, `vertical`); the `autoslo` policy uses the Query Router's
+    /// [`DEFAULT_SLO_HEADROOM`] (a change, chosen for the router on seeds disjoint from those
+    /// reported and reused here unchanged): predictions err, and the cheapest branch whose
+    /// predicted violation rate is just under τ selects for underestimates.
+    /// `None`: the policy's default (1 for `add-best` and `vertical`, the router's for `autoslo`).
+    pub selector_headroom: Option<f64>,
 }
 
 impl Default for AutoscalerParams {
@@ -110,6 +118,7 @@ impl Default for AutoscalerParams {
             force_at: None,
             teardown: true,
             tick_s: 60.0,
+            selector_headroom: None,
         }
     }
 }
@@ -145,7 +154,7 @@ impl AutoscalerParams {
 
     /// The selector's share of the parameters.
     pub fn selector(&self) -> SelectorParams {
-        SelectorParams { sizes: self.sizes.clone(), spinup_s: self.spinup_s, mu: self.mu, window_s: self.window_s, tau_target: self.tau_target, ..SelectorParams::default() }
+        SelectorParams { sizes: self.sizes.clone(), spinup_s: self.spinup_s, mu: self.mu, window_s: self.window_s, tau_target: self.tau_target, slo_headroom: self.selector_headroom.unwrap_or(1.0), ..SelectorParams::default() }
     }
 }
 
@@ -354,7 +363,8 @@ pub fn scaler_by_name(name: &str, trigger: Option<&str>, params: AutoscalerParam
             if trigger.is_some_and(|t| t != "combined") {
                 return Err(AutoSloError::InvalidConfig("`autoslo` is add-best with the combined trigger; name `add-best` to pick another trigger".into()));
             }
-            scaling(Scaling::AddBest)
+            let params = AutoscalerParams { selector_headroom: params.selector_headroom.or(Some(DEFAULT_SLO_HEADROOM)), ..params };
+            Autoscaler::new(Scaling::AddBest, TriggerKind::Combined, params).map(|a| Box::new(a) as Box<dyn Scaler>)
         }
         "add-best" => scaling(Scaling::AddBest),
         "horizontal" => scaling(Scaling::Horizontal),

@@ -43,6 +43,9 @@ pub struct SelectorParams {
     pub window_s: f64,
     /// Target violation rate τ_target of `BestWithTarget`.
     pub tau_target: f64,
+    /// A query counts as a violation when its (predicted or simulated) latency × this factor
+    /// exceeds its SLO. 1 is Algorithm 3's literal test; see [`AutoscalerParams::selector_headroom`](super::AutoscalerParams::selector_headroom).
+    pub slo_headroom: f64,
     /// Safety bound: a branch stops after this much simulated time past t_d + δ even if fewer
     /// than μ queries completed (a pathological window, e.g. predictions of hours).
     pub max_replay_s: f64,
@@ -50,7 +53,7 @@ pub struct SelectorParams {
 
 impl Default for SelectorParams {
     fn default() -> Self {
-        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: 16, window_s: 300.0, tau_target: 0.1, max_replay_s: 1800.0 }
+        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: 16, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, max_replay_s: 1800.0 }
     }
 }
 
@@ -69,6 +72,9 @@ impl SelectorParams {
         }
         if self.mu == 0 {
             return Err(AutoSloError::out_of_range("μ (minimum completions)", "≥ 1", 0));
+        }
+        if !(self.slo_headroom.is_finite() && self.slo_headroom >= 1.0) {
+            return Err(AutoSloError::out_of_range("selector SLO headroom", "a finite factor ≥ 1", self.slo_headroom));
         }
         if !(0.0..=1.0).contains(&self.tau_target) {
             return Err(AutoSloError::out_of_range("τ_target", "in [0, 1]", self.tau_target));
@@ -151,6 +157,7 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
         return Err(AutoSloError::InvalidConfig("the Spinup Size Selector needs at least one active cluster".into()));
     }
     let t_available = now + params.spinup_s;
+    let h = params.slo_headroom;
     let horizon = t_available + params.max_replay_s;
     // Preparation period (lines 1–11), once.
     let mut snap = router.clone();
@@ -189,7 +196,7 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
             for p in r.collect_finished_until(t)? {
                 if p.arrival >= t_available {
                     observed += 1;
-                    violated += usize::from(p.prediction > p.slo);
+                    violated += usize::from(p.prediction * h > p.slo);
                 }
             }
             at_time(&mut infos, t);
@@ -200,7 +207,7 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
         // Line 27: the outstanding queries with their predicted latencies.
         for (_, p) in r.running() {
             observed += 1;
-            violated += usize::from(p.prediction > p.slo);
+            violated += usize::from(p.prediction * h > p.slo);
         }
         let violation_rate = if observed > 0 { violated as f64 / observed as f64 } else { 0.0 };
         Ok(Branch { size, violation_rate, cost: r.cost_until_drained(t)?, observations: observed, arrivals })
