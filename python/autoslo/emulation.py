@@ -110,6 +110,7 @@ def simulate(
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
+    autoscaler: AutoscalerConfig | str | None = None,
 ) -> EmulationResult:
     """Replay ``workload`` in the Workload Simulator (§3): completions come from the predictor.
 

@@ -1,0 +1,87 @@
+"""The Autoscaler from Python: scaling policies in the emulator and the simulator, the cluster
+events they leave, clear errors, and the ordering claims of Tables 3 and 4 across seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoslo import _core
+from autoslo.autoscaler import AutoscalerConfig
+from autoslo.emulation import emulate, simulate
+from autoslo.reproduce import reproduce_spinup_size, reproduce_trigger
+from autoslo.workloads import base_workload
+
+
+@pytest.fixture(scope="module")
+def overloaded():
+    """BaseWorkload λ 0.2, κ 2: far too much for one 8 RPU cluster."""
+    return base_workload(0.2, seed=3, kappa=2)
+
+
+def test_autoslo_spins_up_and_records_why(overloaded) -> None:
+    fixed = emulate(overloaded, [8], routing="autoslo", seed=3)
+    scaled = emulate(overloaded, [8], routing="autoslo", seed=3, autoscaler=AutoscalerConfig(sizes=(8, 16, 32)))
+    assert scaled.violation_rate < fixed.violation_rate
+    ev = scaled.events.to_pylist()
+    spinups = [e for e in ev if e["event"] == "spinup"]
+    assert spinups and all(e["reason"] == "spinup-trigger" and e["size"] in (8, 16, 32) for e in spinups)
+    # Each spun-up cluster becomes ready after the 300 s spinup delay.
+    for s in spinups:
+        ready = next(e for e in ev if e["event"] == "ready" and e["cluster_id"] == s["cluster_id"])
+        assert ready["time"] == pytest.approx(s["time"] + 300.0)
+    assert scaled.clusters["spinup_reason"].to_pylist()[0] == "initial"
+    # Every query ran exactly once, and attributed cost adds up to the bill.
+    assert sorted(scaled.trace["query_id"].to_pylist()) == sorted(overloaded["query_id"].to_pylist())
+    assert sum(scaled.trace["cost"].to_pylist()) == pytest.approx(scaled.cost)
+
+
+@pytest.mark.parametrize("policy", ["snowflake-standard", "snowflake-economy", "rais", "noop"])
+def test_baseline_scalers_run_by_name(overloaded, policy: str) -> None:
+    r = emulate(overloaded, [8], routing="least-work", seed=3, autoscaler=policy)
+    assert r.queries == overloaded.num_rows
+    reasons = {e["reason"] for e in r.events.to_pylist()}
+    if policy == "noop":
+        assert reasons == {"initial"}
+    else:
+        assert reasons - {"initial"}, f"{policy} never scaled an overloaded warehouse"
+
+
+def test_the_simulator_runs_the_same_autoscaler(overloaded) -> None:
+    r = simulate(overloaded, [8], autoscaler=AutoscalerConfig(sizes=(16, 32)))
+    assert r.queries == overloaded.num_rows
+    assert any(e["event"] == "spinup" for e in r.events.to_pylist())
+
+
+def test_bad_autoscaler_settings_are_clear_errors(overloaded) -> None:
+    with pytest.raises(ValueError, match="unknown scaling policy"):
+        AutoscalerConfig(policy="grow")
+    with pytest.raises(_core.AutoSloCoreError, match="route with `autoslo`"):
+        emulate(overloaded, [8], routing="round-robin", autoscaler="autoslo")
+    with pytest.raises(_core.AutoSloCoreError, match="unknown autoscaler setting `tua`"):
+        _core.emulate(overloaded, [8], autoscaler={"tua": 0.1})
+    with pytest.raises(_core.AutoSloCoreError, match="not both"):
+        emulate(overloaded, [8], schedule=[(10.0, "spinup", 16)], autoscaler="noop")
+    with pytest.raises(_core.AutoSloCoreError, match="τ_target"):
+        emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(tau=1.5))
+    with pytest.raises(_core.AutoSloCoreError, match="unknown policy `eager`"):
+        emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(policy="add-best", trigger="eager"))
+
+
+def test_table3_add_best_beats_noop_horizontal_and_vertical() -> None:
+    """The orderings hold on each of seeds 0–4 (autoslo reproduce spinup-size --seed 0 1 2 3 4);
+    two seeds here."""
+    out = reproduce_spinup_size(seed=[0, 1])
+    for s, ch in out["per_seed"].items():
+        add = ch["add-best"]["mean_violation_rate_change"]
+        assert add < -0.5, (s, ch)
+        assert add < ch["horizontal"]["mean_violation_rate_change"], (s, ch)
+        assert add < ch["vertical"]["mean_violation_rate_change"], (s, ch)
+
+
+def test_table4_combined_beats_queue_and_observed() -> None:
+    out = reproduce_trigger(seed=[0, 1], methods=["noop", "queue@32", "observed", "combined"])
+    mean = out["mean_change_vs_noop"]
+    assert mean["combined"]["mean_violation_rate_change"] < -0.3
+    assert mean["combined"]["mean_violation_rate_change"] < mean["observed"]["mean_violation_rate_change"]
+    for s, ch in out["per_seed"].items():
+        assert ch["combined"]["mean_violation_rate_change"] < ch["queue@32"]["mean_violation_rate_change"], (s, ch)
