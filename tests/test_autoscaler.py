@@ -85,3 +85,51 @@ def test_table4_combined_beats_queue_and_observed() -> None:
     assert mean["combined"]["mean_violation_rate_change"] < mean["observed"]["mean_violation_rate_change"]
     for s, ch in out["per_seed"].items():
         assert ch["combined"]["mean_violation_rate_change"] < ch["queue@32"]["mean_violation_rate_change"], (s, ch)
+
+
+def test_control_plane_routes_concurrently_while_it_scales() -> None:
+    """Four threads route an overload onto one 8 RPU cluster (SLOs at κ = 2) while the autoscaler
+    runs on its own thread; time runs 3000× so the 300 s spinup takes 0.1 s."""
+    import threading
+    import time
+
+    import autoslo
+
+    cp = autoslo.control_plane([8], AutoscalerConfig(sizes=(16, 32), theta=8), time_scale=3000.0, tick_s=30.0)
+    errors: list[BaseException] = []
+    routed: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        try:
+            for i in range(40):
+                qid = k * 1000 + i
+                template = (qid * 37) % 99 + 1
+                c = cp.route(qid, template=template, instance=1, slo=autoslo.slo_for(template, "adhoc", 2.0))
+                with lock:
+                    routed[qid] = c
+                time.sleep(0.002)
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(routed) == 160
+    deadline = time.time() + 10
+    while not any(e["event"] == "spinup" for e in cp.events()) and time.time() < deadline:
+        time.sleep(0.01)
+    spinups = [e for e in cp.events() if e["event"] == "spinup"]
+    assert spinups and spinups[0]["reason"] == "spinup-trigger" and spinups[0]["size"] in (16, 32)
+    while len([c for c in cp.clusters() if c[3]]) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    # Queries arriving now can go to the new cluster; every query completes once.
+    new = cp.route(99_999, template=3, instance=1, slo=1e6)
+    assert new in {c[0] for c in cp.clusters()}
+    for qid in [*routed, 99_999]:
+        cp.complete(qid)
+    with pytest.raises(_core.AutoSloCoreError, match="not running"):
+        cp.complete(99_999)

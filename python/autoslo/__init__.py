@@ -30,7 +30,8 @@ from autoslo._core import (
     isolated_runtime,
     slo_for,
 )
-from autoslo._core import Router
+from autoslo._core import ControlPlane, Router
+from autoslo.autoscaler import AutoscalerConfig, control_plane
 from autoslo.emulation import EmulationResult, calibrate, emulate, simulate
 from autoslo.workloads import (
     base_workload,
@@ -44,6 +45,9 @@ from autoslo.workloads import (
 
 __all__ = [
     "AutoSloCoreError",
+    "AutoscalerConfig",
+    "ControlPlane",
+    "control_plane",
     "BillingTimer",
     "EmulationResult",
     "Router",

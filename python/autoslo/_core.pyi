@@ -209,6 +209,40 @@ class Predictor:
 
 # --- Query Router and Workload Simulator ---------------------------------------------------------
 
+class ControlPlane:
+    """The live control plane: the Query Router on the request path, the autoscaler (``autoscaler``
+    spec, keys from ``AUTOSCALER_SETTINGS``) on a background thread every ``tick_s`` of
+    control-plane time, over an in-process cluster manager with the ``lifecycle`` timings. The
+    clock is seconds since start × ``time_scale``. Thread-safe; routing releases the GIL and never
+    waits for a scaling decision."""
+
+    def __init__(
+        self,
+        clusters: Sequence[int],
+        predictor: Predictor | None = None,
+        routing: str = "autoslo",
+        autoscaler: Mapping[str, object] | None = None,
+        lifecycle: str = "fixed",
+        spinup_s: float = 300.0,
+        teardown_s: float = 200.0,
+        time_scale: float = 1.0,
+        tick_s: float = 10.0,
+        seed: int = 0,
+        price_per_rpu_hour: float = 0.375,
+        billing_minimum_s: float = 60.0,
+        slo_headroom: float = 1.25,
+    ) -> None: ...
+    def route(self, query_id: int, template: int, instance: int, slo: float) -> int:
+        """Route a query arriving now; returns the cluster id."""
+    def complete(self, query_id: int, timed_out: bool = False) -> None:
+        """A routed query finished now."""
+    def clusters(self) -> list[tuple[int, int, int, bool]]:
+        """(id, size, running queries, ready) of the clusters queries may go to."""
+    def events(self) -> list[dict[str, object]]:
+        """Spinups and teardowns so far (time, cluster_id, size, event, reason)."""
+    def now(self) -> float:
+        """The control plane's clock (s)."""
+
 class Router:
     """A Query Router used live (thread-safe; routing releases the GIL).
 

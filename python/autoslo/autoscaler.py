@@ -85,3 +85,29 @@ def as_spec(autoscaler: AutoscalerConfig | str | None) -> dict[str, object] | No
     if isinstance(autoscaler, str):
         autoscaler = AutoscalerConfig(policy=autoscaler)
     return autoscaler.spec()
+
+
+def control_plane(
+    clusters: Sequence[int],
+    autoscaler: AutoscalerConfig | str | None = "autoslo",
+    *,
+    routing: str = "autoslo",
+    predictor: _core.Predictor | None = None,
+    lifecycle: str = "fixed",
+    spinup_s: float = 300.0,
+    time_scale: float = 1.0,
+    tick_s: float = 10.0,
+    seed: int = 0,
+) -> _core.ControlPlane:
+    """A live :class:`autoslo.ControlPlane` over ready clusters of ``clusters`` RPU: route queries
+    with ``cp.route(query_id, template, instance, slo)`` as they arrive and report
+    ``cp.complete(query_id)`` as they finish; the autoscaler adds and removes clusters in the
+    background (``cp.events()``). ``predictor`` defaults to the bundled Iconq+ when the router or
+    the autoscaler needs it. ``time_scale`` > 1 runs the clock faster (demos and tests)."""
+    from autoslo.emulation import NEEDS_PREDICTOR, predictor_for
+
+    spec = as_spec(autoscaler)
+    predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
+    return _core.ControlPlane(
+        list(clusters), predictor=predictor, routing=routing, autoscaler=spec, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed
+    )

@@ -15,7 +15,9 @@
 //! - [`router`]: the Query Router (Algorithm 1) and the routing baselines;
 //! - [`simulator`]: the Workload Simulator, whose completions come from the predictor;
 //! - [`autoscaler`]: the Autoscaler (triggers, Spinup Size Selector) and the scaling baselines;
-//! - [`live`]: the Query Router used live, over a changing cluster set and a real clock.
+//! - [`live`]: the Query Router used live, over a changing cluster set and a real clock;
+//! - [`control_plane`]: the live control plane, the router on the request path and the
+//!   autoscaler on a background thread, over a cluster-manager interface.
 
 pub mod autoscaler;
 pub mod billing;
@@ -23,6 +25,7 @@ pub mod calibration;
 pub mod catalog;
 pub mod cluster;
 pub mod control;
+pub mod control_plane;
 pub mod emulator;
 pub mod live;
 pub mod predictor;

@@ -17,6 +17,8 @@ pub struct LiveRouter {
     clusters: Vec<ClusterInfo>,
     running: HashMap<u64, (ClusterId, Query)>,
     now: f64,
+    /// Ids are never reused: a removed cluster's queries may still be running.
+    next_id: ClusterId,
 }
 
 impl LiveRouter {
@@ -33,7 +35,7 @@ impl LiveRouter {
             .enumerate()
             .map(|(i, &size)| ClusterInfo { id: i as ClusterId, size, state: ClusterState::Ready, requested_at: 0.0, ready_at: 0.0, running: 0, queued: 0 })
             .collect();
-        Ok(LiveRouter { router, clusters, running: HashMap::new(), now: 0.0 })
+        Ok(LiveRouter { router, clusters, running: HashMap::new(), now: 0.0, next_id: sizes.len() as ClusterId })
     }
 
     /// Move the clock to `now`. Callers on several threads may report times slightly out of order;
@@ -71,8 +73,8 @@ impl LiveRouter {
         Ok(c)
     }
 
-    /// A routed query finished (or timed out) at `now` (s).
-    pub fn complete(&mut self, query_id: u64, now: f64, timed_out: bool) -> Result<()> {
+    /// A routed query finished (or timed out) at `now` (s). Returns its cluster and the query.
+    pub fn complete(&mut self, query_id: u64, now: f64, timed_out: bool) -> Result<(ClusterId, Query)> {
         let now = self.advance(now)?;
         let (c, q) = self.running.remove(&query_id).ok_or_else(|| AutoSloError::InvalidAction(format!("query {query_id} is not running")))?;
         if let Some(ci) = self.clusters.iter_mut().find(|x| x.id == c) {
@@ -80,7 +82,22 @@ impl LiveRouter {
         }
         let ev = Event::Completion { query: &q, cluster: c, latency: now - q.arrival, censored: timed_out };
         self.router.observe(now, &ev);
-        Ok(())
+        Ok((c, q))
+    }
+
+    /// Move the clock to `now` without an arrival (starting clusters whose time has come become ready).
+    pub fn advance_to(&mut self, now: f64) -> Result<f64> {
+        self.advance(now)
+    }
+
+    /// The clusters the router may use, as the control plane sees them.
+    pub fn infos(&self) -> &[ClusterInfo] {
+        &self.clusters
+    }
+
+    /// The routing policy.
+    pub fn router(&self) -> &dyn Router {
+        self.router.as_ref()
     }
 
     /// Add a cluster of `size` RPU that takes queries from `ready_at` (default: now; starting
@@ -90,7 +107,8 @@ impl LiveRouter {
             return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", 0));
         }
         let now = self.now;
-        let id = self.clusters.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        let id = self.next_id;
+        self.next_id += 1;
         let ready = ready_at.unwrap_or(now).max(now);
         let state = if ready <= now { ClusterState::Ready } else { ClusterState::Starting };
         self.clusters.push(ClusterInfo { id, size, state, requested_at: now, ready_at: ready, running: 0, queued: 0 });

@@ -181,11 +181,7 @@ fn emulate(
     autoscaler: Option<Bound<'_, PyDict>>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
-    let lifecycle = match lifecycle {
-        "fixed" => Lifecycle::Fixed { spinup_s, teardown_s },
-        "measured" => Lifecycle::Measured,
-        other => return Err(AutoSloCoreError::new_err(format!("unknown lifecycle `{other}` (use `fixed` or `measured`)"))),
-    };
+    let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
     let cfg = EmulatorConfig {
         seed,
         billing: billing::BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s },
@@ -205,6 +201,15 @@ fn emulate(
         })
         .map_err(err)?;
     convert::trace_out(py, &w, &trace)
+}
+
+/// The lifecycle model by name.
+pub(crate) fn lifecycle_of(name: &str, spinup_s: f64, teardown_s: f64) -> PyResult<Lifecycle> {
+    match name {
+        "fixed" => Ok(Lifecycle::Fixed { spinup_s, teardown_s }),
+        "measured" => Ok(Lifecycle::Measured),
+        other => Err(AutoSloCoreError::new_err(format!("unknown lifecycle `{other}` (use `fixed` or `measured`)"))),
+    }
 }
 
 /// A dict from `key => value` pairs (values converted by `IntoPyObject`).
@@ -387,5 +392,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<predictor::PyCounterfactual>()?;
     m.add_function(wrap_pyfunction!(live::simulate, m)?)?;
     m.add_class::<live::PyRouter>()?;
+    m.add_class::<live::PyControlPlane>()?;
     Ok(())
 }

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::ClusterId;
+use autoslo_core::control_plane::{ControlPlane, InProcessManager};
 use autoslo_core::live::LiveRouter;
 use autoslo_core::router;
 use autoslo_core::simulator::{self, SimulatorConfig};
@@ -51,7 +52,7 @@ impl PyRouter {
     /// A routed query finished at `now` (s).
     #[pyo3(signature = (query_id, now, timed_out=false))]
     fn complete(&self, py: Python<'_>, query_id: u64, now: f64, timed_out: bool) -> PyResult<()> {
-        py.detach(|| self.lock()?.complete(query_id, now, timed_out).map_err(err))
+        py.detach(|| self.lock()?.complete(query_id, now, timed_out).map(|_| ()).map_err(err))
     }
 
     /// Add a cluster of `size` RPU that takes queries from `ready_at` (default: now); returns its id.
@@ -103,4 +104,80 @@ pub fn simulate(
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, spinup_s)?;
     let trace = py.detach(|| simulator::simulate(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg)).map_err(err)?;
     convert::trace_out(py, &w, &trace)
+}
+
+/// The live control plane: the Query Router on the request path, the autoscaler on a background
+/// thread over an in-process cluster manager with the real lifecycle timings. Thread-safe;
+/// `route` and `complete` run without the GIL and never wait for a scaling decision.
+#[pyclass(name = "ControlPlane", module = "autoslo._core", frozen)]
+pub struct PyControlPlane {
+    inner: ControlPlane,
+}
+
+#[pymethods]
+impl PyControlPlane {
+    #[new]
+    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, time_scale=1.0, tick_s=10.0, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        clusters: Vec<u32>,
+        predictor: Option<Bound<'_, PyPredictor>>,
+        routing: &str,
+        autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
+        lifecycle: &str,
+        spinup_s: f64,
+        teardown_s: f64,
+        time_scale: f64,
+        tick_s: f64,
+        seed: u64,
+        price_per_rpu_hour: f64,
+        billing_minimum_s: f64,
+        slo_headroom: f64,
+    ) -> PyResult<Self> {
+        let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
+        let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom }).map_err(err)?;
+        let lifecycle = crate::lifecycle_of(lifecycle, spinup_s, teardown_s)?;
+        // The selector's δ: the fixed delay, or the given one for measured timings.
+        let scaler = crate::scaling::scaler(autoscaler, None, spinup_s)?;
+        let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
+        Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).map_err(err)? })
+    }
+
+    /// Route a query arriving now; returns its cluster id.
+    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, slo: f64) -> PyResult<ClusterId> {
+        py.detach(|| self.inner.route(query_id, QueryText { template, instance }, slo)).map_err(err)
+    }
+
+    /// A routed query finished (or timed out) now.
+    #[pyo3(signature = (query_id, timed_out=false))]
+    fn complete(&self, py: Python<'_>, query_id: u64, timed_out: bool) -> PyResult<()> {
+        py.detach(|| self.inner.complete(query_id, timed_out)).map_err(err)
+    }
+
+    /// (id, size, running queries, ready) of the clusters queries may go to.
+    fn clusters(&self) -> PyResult<Vec<(ClusterId, u32, usize, bool)>> {
+        self.inner.clusters().map_err(err)
+    }
+
+    /// Spinups and teardowns so far: dicts with time, cluster_id, size, event and reason.
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
+        self.inner
+            .events()
+            .into_iter()
+            .map(|e| {
+                let d = pyo3::types::PyDict::new(py);
+                d.set_item("time", e.time)?;
+                d.set_item("cluster_id", e.cluster)?;
+                d.set_item("size", e.size)?;
+                d.set_item("event", e.kind)?;
+                d.set_item("reason", e.reason)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// The control plane's clock (s since start × time_scale).
+    fn now(&self) -> f64 {
+        self.inner.now()
+    }
 }

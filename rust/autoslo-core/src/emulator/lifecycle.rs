@@ -49,7 +49,7 @@ impl Lifecycle {
     }
 
     /// (spinup, teardown) seconds for a cluster of `size`.
-    pub(crate) fn draw(&self, size: u32, rng: &mut Rng, cycles: &[(u32, f64, f64)]) -> (f64, f64) {
+    pub fn draw(&self, size: u32, rng: &mut Rng, cycles: &[(u32, f64, f64)]) -> (f64, f64) {
         match self {
             Lifecycle::Fixed { spinup_s, teardown_s } => (*spinup_s, *teardown_s),
             Lifecycle::Measured => {

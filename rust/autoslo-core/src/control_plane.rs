@@ -1,0 +1,306 @@
+//! The live control plane: the Query Router on the request path and the Autoscaler off it, over
+//! a cluster-manager interface.
+//!
+//! `route` and `complete` take the router's lock only for the routing decision itself, and record
+//! the events the autoscaler needs in a buffer. A background thread wakes every `tick_s` of
+//! control-plane time, copies the router's state under the lock (a snapshot: the running queries
+//! with their predictions and the Iconq+ states), releases it, and runs the scaler on the
+//! snapshot: routing never waits for a scaling decision, only, at most, for that copy. A decision
+//! made on a stale snapshot is safe: a spinup only adds a cluster, and a teardown of a cluster
+//! that is already gone (or is the last one) is skipped and logged.
+//!
+//! Time is the control plane's own clock: seconds since it started, times `time_scale` (1 in
+//! production; larger to run a day in minutes against an in-process manager).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::catalog::QueryText;
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
+use crate::control::{Action, Event, RoundRobin, Router, Scaler};
+use crate::emulator::{measured_cycles, Lifecycle};
+use crate::error::{AutoSloError, Result};
+use crate::live::LiveRouter;
+use crate::rng::Rng;
+use crate::workload::Query;
+
+/// Creates and deletes clusters. In-process here ([`InProcessManager`]); the cloud side adds
+/// Redshift Serverless workgroups behind the same interface.
+pub trait ClusterManager: Send {
+    /// Request a cluster of `size` RPU at `now`; returns when it will take queries.
+    fn spin_up(&mut self, size: u32, now: f64) -> Result<f64>;
+    /// Release `cluster` at `now` (nothing more is routed to it; its queries finish).
+    fn tear_down(&mut self, cluster: ClusterId, size: u32, now: f64) -> Result<()>;
+    fn name(&self) -> &str;
+}
+
+/// Clusters that exist in this process, with the real lifecycle timings: a fixed spinup delay, or
+/// one drawn from the measured Redshift Serverless workgroup cycles.
+#[derive(Debug, Clone)]
+pub struct InProcessManager {
+    lifecycle: Lifecycle,
+    cycles: Vec<(u32, f64, f64)>,
+    rng: Rng,
+}
+
+impl InProcessManager {
+    pub fn new(lifecycle: Lifecycle, seed: u64) -> Result<Self> {
+        if let Lifecycle::Fixed { spinup_s, teardown_s } = lifecycle {
+            if !(spinup_s.is_finite() && spinup_s >= 0.0 && teardown_s.is_finite() && teardown_s >= 0.0) {
+                return Err(AutoSloError::out_of_range("spinup/teardown time", "≥ 0 s", format!("{spinup_s}/{teardown_s}")));
+            }
+        }
+        Ok(Self { lifecycle, cycles: measured_cycles(), rng: Rng::new(seed) })
+    }
+}
+
+impl ClusterManager for InProcessManager {
+    fn spin_up(&mut self, size: u32, now: f64) -> Result<f64> {
+        if size == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "> 0 RPU", 0));
+        }
+        Ok(now + self.lifecycle.draw(size, &mut self.rng, &self.cycles).0)
+    }
+    fn tear_down(&mut self, _cluster: ClusterId, _size: u32, _now: f64) -> Result<()> {
+        Ok(())
+    }
+    fn name(&self) -> &str {
+        "in-process"
+    }
+}
+
+/// One change of the cluster set, as the control plane logs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveEvent {
+    pub time: f64,
+    pub cluster: Option<ClusterId>,
+    pub size: u32,
+    /// `spinup`, `teardown`, `skipped`.
+    pub kind: &'static str,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Arrival(Query),
+    Routed(Query, ClusterId),
+    Completion(Query, ClusterId, f64, bool),
+}
+
+struct Shared {
+    router: Mutex<LiveRouter>,
+    pending: Mutex<Vec<Pending>>,
+    log: Mutex<Vec<LiveEvent>>,
+    stop: AtomicBool,
+    start: Instant,
+    time_scale: f64,
+}
+
+impl Shared {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * self.time_scale
+    }
+    fn router(&self) -> Result<MutexGuard<'_, LiveRouter>> {
+        self.router.lock().map_err(|_| AutoSloError::InvalidAction("router lock poisoned by an earlier panic".into()))
+    }
+}
+
+/// Router + Autoscaler over a cluster manager, thread-safe.
+pub struct ControlPlane {
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl ControlPlane {
+    /// Start a control plane over ready clusters of `sizes`, routing with `router`, scaling with
+    /// `scaler` through `manager`; the scaler runs every `tick_s` of control-plane time.
+    pub fn start(router: Box<dyn Router>, sizes: &[u32], mut scaler: Box<dyn Scaler>, mut manager: Box<dyn ClusterManager>, tick_s: f64, time_scale: f64) -> Result<Self> {
+        if !(time_scale.is_finite() && time_scale > 0.0) {
+            return Err(AutoSloError::out_of_range("time scale", "a finite factor > 0", time_scale));
+        }
+        if !(tick_s.is_finite() && tick_s > 0.0) {
+            return Err(AutoSloError::out_of_range("scaler tick", "> 0 s", tick_s));
+        }
+        scaler.check(router.as_ref())?;
+        let shared = Arc::new(Shared {
+            router: Mutex::new(LiveRouter::new(router, sizes)?),
+            pending: Mutex::new(Vec::new()),
+            log: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            start: Instant::now(),
+            time_scale,
+        });
+        let s = Arc::clone(&shared);
+        let period = Duration::from_secs_f64((tick_s / time_scale).max(1e-3));
+        let worker = std::thread::Builder::new()
+            .name("autoslo-autoscaler".into())
+            .spawn(move || {
+                let mut ready: Vec<ClusterId> = Vec::new();
+                while !s.stop.load(Ordering::Acquire) {
+                    std::thread::sleep(period);
+                    if let Err(e) = scale_once(&s, scaler.as_mut(), manager.as_mut(), &mut ready) {
+                        if let Ok(mut log) = s.log.lock() {
+                            log.push(LiveEvent { time: s.now(), cluster: None, size: 0, kind: "skipped", reason: e.to_string() });
+                        }
+                    }
+                }
+            })
+            .map_err(|e| AutoSloError::InvalidConfig(format!("cannot start the autoscaler thread: {e}")))?;
+        Ok(Self { shared, worker: Some(worker) })
+    }
+
+    /// The control plane's clock (s).
+    pub fn now(&self) -> f64 {
+        self.shared.now()
+    }
+
+    /// Route a query arriving now; returns its cluster.
+    pub fn route(&self, query_id: u64, text: QueryText, slo: f64) -> Result<ClusterId> {
+        let now = self.shared.now();
+        let (c, q) = {
+            let mut r = self.shared.router()?;
+            let c = r.route(query_id, text, now, slo)?;
+            (c, Query { id: query_id, arrival: r.now(), text, tenant: 0, class: 0, slo })
+        };
+        if let Ok(mut p) = self.shared.pending.lock() {
+            p.push(Pending::Arrival(q));
+            p.push(Pending::Routed(q, c));
+        }
+        Ok(c)
+    }
+
+    /// A routed query finished (or timed out) now.
+    pub fn complete(&self, query_id: u64, timed_out: bool) -> Result<()> {
+        let now = self.shared.now();
+        let (c, q, t) = {
+            let mut r = self.shared.router()?;
+            let (c, q) = r.complete(query_id, now, timed_out)?;
+            (c, q, r.now())
+        };
+        if let Ok(mut p) = self.shared.pending.lock() {
+            p.push(Pending::Completion(q, c, t - q.arrival, timed_out));
+        }
+        Ok(())
+    }
+
+    /// (id, size, running, ready) of the clusters the router may use.
+    pub fn clusters(&self) -> Result<Vec<(ClusterId, u32, usize, bool)>> {
+        let now = self.shared.now();
+        let mut r = self.shared.router()?;
+        r.advance_to(now)?;
+        Ok(r.infos().iter().map(|c| (c.id, c.size, c.running, c.state == ClusterState::Ready)).collect())
+    }
+
+    /// Every spinup and teardown so far (and decisions skipped because the snapshot was stale).
+    pub fn events(&self) -> Vec<LiveEvent> {
+        self.shared.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Stop the autoscaler thread (routing keeps working on the current clusters).
+    pub fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One pass of the autoscaler thread: feed the buffered events and a tick to the scaler, on a
+/// snapshot of the router, then carry out its actions.
+fn scale_once(s: &Shared, scaler: &mut dyn Scaler, manager: &mut dyn ClusterManager, ready: &mut Vec<ClusterId>) -> Result<()> {
+    let events = std::mem::take(&mut *s.pending.lock().map_err(|_| AutoSloError::InvalidAction("event buffer poisoned".into()))?);
+    // The snapshot: the router's predictions (the autoslo router; others keep none) and clusters.
+    let (snapshot, infos, now): (Box<dyn Router>, Vec<ClusterInfo>, f64) = {
+        let mut r = s.router()?;
+        r.advance_to(s.now())?;
+        let snap: Box<dyn Router> = match r.router().as_autoslo() {
+            Some(a) => Box::new(a.clone()),
+            None => Box::new(RoundRobin::default()),
+        };
+        (snap, r.infos().to_vec(), r.now().max(s.now()))
+    };
+    let mut actions = Vec::new();
+    for p in &events {
+        let (t, ev) = match p {
+            Pending::Arrival(q) => (q.arrival, Event::Arrival { query: q }),
+            Pending::Routed(q, c) => (q.arrival, Event::Routed { query: q, cluster: *c }),
+            Pending::Completion(q, c, l, to) => (q.arrival + l, Event::Completion { query: q, cluster: *c, latency: *l, censored: *to }),
+        };
+        actions.extend(scaler.on_event(t, &ev, &infos, snapshot.as_ref()));
+    }
+    for c in infos.iter().filter(|c| c.state == ClusterState::Ready && c.ready_at > 0.0) {
+        if !ready.contains(&c.id) {
+            ready.push(c.id);
+            actions.extend(scaler.on_event(now, &Event::ClusterReady { cluster: c.id }, &infos, snapshot.as_ref()));
+        }
+    }
+    actions.extend(scaler.on_event(now, &Event::Tick, &infos, snapshot.as_ref()));
+    for a in actions {
+        let entry = match a {
+            Action::SpinUp { size, reason } => {
+                let ready_at = manager.spin_up(size, now)?;
+                let id = s.router()?.add_cluster(size, Some(ready_at))?;
+                LiveEvent { time: now, cluster: Some(id), size, kind: "spinup", reason: reason.to_string() }
+            }
+            Action::TearDown { cluster, reason } => {
+                let size = infos.iter().find(|c| c.id == cluster).map_or(0, |c| c.size);
+                match s.router()?.remove_cluster(cluster) {
+                    Ok(()) => {
+                        manager.tear_down(cluster, size, now)?;
+                        LiveEvent { time: now, cluster: Some(cluster), size, kind: "teardown", reason: reason.to_string() }
+                    }
+                    Err(e) => LiveEvent { time: now, cluster: Some(cluster), size, kind: "skipped", reason: format!("{reason}: {e}") },
+                }
+            }
+        };
+        s.log.lock().map_err(|_| AutoSloError::InvalidAction("event log poisoned".into()))?.push(entry);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autoscaler::snowflake::{Policy, SnowflakeScaler};
+
+    #[test]
+    fn routes_while_the_scaler_adds_clusters_in_the_background() {
+        // A Snowflake standard scaler (no predictor needed): more than 2 × 8 outstanding queries
+        // on two clusters starts a third; time runs 1000× so the 0.3 s spinup is 0.3 ms.
+        let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(16), 1, 3, 8).unwrap());
+        let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 0.3, teardown_s: 0.1 }, 1).unwrap());
+        let cp = Arc::new(ControlPlane::start(Box::new(RoundRobin::default()), &[16, 16], scaler, manager, 5.0, 1000.0).unwrap());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let cp = Arc::clone(&cp);
+                std::thread::spawn(move || (0..10u64).map(|i| cp.route(t * 100 + i, QueryText { template: 3, instance: 1 }, 60.0).unwrap()).collect::<Vec<_>>())
+            })
+            .collect();
+        let routed: Vec<ClusterId> = threads.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        assert_eq!(routed.len(), 40);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cp.events().iter().all(|e| e.kind != "spinup") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let ev = cp.events();
+        assert!(ev.iter().any(|e| e.kind == "spinup" && e.reason == "snowflake-start"), "{ev:?}");
+        while cp.clusters().unwrap().iter().filter(|c| c.3).count() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(cp.clusters().unwrap().len(), 3);
+        for t in 0..4u64 {
+            for i in 0..10u64 {
+                cp.complete(t * 100 + i, false).unwrap();
+            }
+        }
+        assert!(cp.complete(0, false).is_err(), "completed twice");
+    }
+}
