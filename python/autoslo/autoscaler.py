@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from autoslo import _core
+from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,6 @@ def control_plane(
     ``cp.complete(query_id)`` as they finish; the autoscaler adds and removes clusters in the
     background (``cp.events()``). ``predictor`` defaults to the bundled Iconq+ when the router or
     the autoscaler needs it. ``time_scale`` > 1 runs the clock faster (demos and tests)."""
-    from autoslo.emulation import NEEDS_PREDICTOR, predictor_for
-
     spec = as_spec(autoscaler)
     predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
     return _core.ControlPlane(

@@ -29,3 +29,14 @@ def load(path: str | Path | None = None, backend: str = "native") -> Predictor:
     or the model was written by an incompatible version.
     """
     return Predictor(str(path if path is not None else bundled_model_dir()), backend)
+
+
+#: Routing policies that consult the latency predictor.
+NEEDS_PREDICTOR = ("autoslo", "autoslo-latency", "stage-cost", "least-work")
+
+
+def predictor_for(needed: bool, predictor: Predictor | None) -> Predictor | None:
+    """``predictor``, or the bundled Iconq+ if it is ``None`` and one is ``needed``."""
+    if predictor is None and needed:
+        return load()
+    return predictor

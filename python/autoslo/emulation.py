@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
-from autoslo.bundled import load
+from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 
 
 @dataclass(frozen=True)
@@ -83,17 +83,6 @@ class EmulationResult:
         rate = pc.divide(pc.cast(g["violations"], pa.float64()), pc.cast(g["queries"], pa.float64()))
         g = g.append_column("violation_rate", rate)
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
-
-
-#: Routing policies that consult the latency predictor.
-NEEDS_PREDICTOR = ("autoslo", "autoslo-latency", "stage-cost", "least-work")
-
-
-def predictor_for(needed: bool, predictor: _core.Predictor | None) -> _core.Predictor | None:
-    """``predictor``, or the bundled Iconq+ if it is ``None`` and one is ``needed``."""
-    if predictor is None and needed:
-        return load()
-    return predictor
 
 
 def simulate(
