@@ -99,30 +99,8 @@ def reproduce_router(
 
 
 def _mean_changes(rows: list[dict], policies: Sequence[str], scenarios: Sequence[tuple[float, float, tuple[int, ...]]]) -> dict:
-    """Mean over scenarios of each policy's relative change against round robin (per-scenario
-    values averaged over the seeds in ``rows`` first)."""
-
-    def mean(policy: str, s: tuple[float, float, tuple[int, ...]], field: str) -> float:
-        xs = [r[field] for r in rows if r["policy"] == policy and (r["rate"], r["kappa"], tuple(r["clusters"])) == (s[0], s[1], tuple(s[2]))]
-        return sum(xs) / len(xs)
-
-    summary = {}
-    for p in policies:
-        if p == "round-robin":
-            continue
-        dv, dk = [], []
-        for s in scenarios:
-            base_v, base_k = mean("round-robin", s, "violation_rate"), mean("round-robin", s, "cost")
-            if base_v > 0:
-                dv.append(mean(p, s, "violation_rate") / base_v - 1)
-            dk.append(mean(p, s, "cost") / base_k - 1)
-        summary[p] = {
-            "mean_violation_rate_change": sum(dv) / len(dv) if dv else float("nan"),
-            "mean_cost_change": sum(dk) / len(dk),
-            "scenarios_compared": len(dv),
-            "paper": dict(zip(("mean_violation_rate_change", "mean_cost_change"), PAPER_TABLE2[p])) if p in PAPER_TABLE2 else None,
-        }
-    return summary
+    """Table 2's summary: each policy against round robin (see :func:`_changes_vs`)."""
+    return _changes_vs(rows, policies, scenarios, "round-robin", PAPER_TABLE2, key="policy")
 
 
 # --- The Autoscaler: Table 3 (Spinup Size Selector) and Table 4 (spinup trigger), §8.5–8.6 ---
@@ -221,12 +199,13 @@ def _autoscaler_table(
     return out
 
 
-def _changes_vs(rows: list[dict], methods: Sequence[str], scenarios: Sequence[tuple[float, float, tuple[int, ...]]], base: str, paper: dict) -> dict:
+def _changes_vs(rows: list[dict], methods: Sequence[str], scenarios: Sequence[tuple[float, float, tuple[int, ...]]], base: str, paper: dict, key: str = "method") -> dict:
     """Mean over scenarios of each method's relative change against ``base`` (per-scenario values
-    averaged over the seeds in ``rows`` first)."""
+    averaged over the seeds in ``rows`` first); rows name their method in ``key``. A scenario
+    where ``base`` has no violations (or no cost) is left out of that mean."""
 
     def mean(method: str, s: tuple[float, float, tuple[int, ...]], field: str) -> float:
-        xs = [r[field] for r in rows if r["method"] == method and (r["rate"], r["kappa"], tuple(r["clusters"])) == (s[0], s[1], tuple(s[2]))]
+        xs = [r[field] for r in rows if r[key] == method and (r["rate"], r["kappa"], tuple(r["clusters"])) == (s[0], s[1], tuple(s[2]))]
         return sum(xs) / len(xs)
 
     out = {}
@@ -244,6 +223,7 @@ def _changes_vs(rows: list[dict], methods: Sequence[str], scenarios: Sequence[tu
             "mean_violation_rate_change": sum(dv) / len(dv) if dv else float("nan"),
             "mean_cost_change": sum(dk) / len(dk) if dk else float("nan"),
             "mean_violation_rate": sum(mean(m, s, "violation_rate") for s in scenarios) / len(scenarios),
+            "scenarios_compared": len(dv),
             "paper": dict(zip(("mean_violation_rate_change", "mean_cost_change"), paper[m])) if m in paper else None,
         }
     return out
