@@ -62,45 +62,31 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
                 p.tau_target = t;
                 p.tau_trigger = t;
             }
-            if let Some(t) = get(&d, "tau_trigger")? {
-                p.tau_trigger = t;
+            // Each key present overrides its default.
+            macro_rules! set {
+                ($($key:literal => $field:expr),* $(,)?) => {$(
+                    if let Some(v) = get(&d, $key)? {
+                        $field = v;
+                    }
+                )*};
             }
-            if let Some(v) = get(&d, "theta")? {
-                p.theta = v;
-            }
-            if let Some(v) = get(&d, "mu")? {
-                p.mu = v;
-            }
-            if let Some(v) = get(&d, "window_s")? {
-                p.window_s = v;
-            }
-            if let Some(v) = get(&d, "t_idle_s")? {
-                p.t_idle_s = v;
-            }
-            if let Some(v) = get(&d, "t_min_lifetime_s")? {
-                p.t_min_lifetime_s = v;
-            }
-            if let Some(v) = get(&d, "sizes")? {
-                p.sizes = v;
-            }
-            if let Some(v) = get(&d, "spinup_s")? {
-                p.spinup_s = v;
-            }
-            if let Some(v) = get(&d, "min_clusters")? {
-                p.min_clusters = v;
-            }
-            if let Some(v) = get(&d, "max_clusters")? {
-                p.max_clusters = v;
-            }
+            set!(
+                "tau_trigger" => p.tau_trigger,
+                "theta" => p.theta,
+                "mu" => p.mu,
+                "window_s" => p.window_s,
+                "t_idle_s" => p.t_idle_s,
+                "t_min_lifetime_s" => p.t_min_lifetime_s,
+                "sizes" => p.sizes,
+                "spinup_s" => p.spinup_s,
+                "min_clusters" => p.min_clusters,
+                "max_clusters" => p.max_clusters,
+                "teardown" => p.teardown,
+            );
             p.force_at = get(&d, "force_at")?;
             p.selector_headroom = get(&d, "selector_headroom")?;
-            if let Some(v) = get(&d, "teardown")? {
-                p.teardown = v;
-            }
             let mut o = ScalerOptions { warehouse_size: get(&d, "warehouse_size")?, ..Default::default() };
-            if let Some(v) = get(&d, "max_concurrency")? {
-                o.max_concurrency = v;
-            }
+            set!("max_concurrency" => o.max_concurrency);
             if let Some(v) = get::<String>(&d, "rais_level")? {
                 o.rais_target = rais::Level::parse(&v).map_err(err)?;
             }
