@@ -39,6 +39,9 @@ class AutoscalerConfig:
     RAIS-like one. ``selector_headroom`` (≥ 1): the selector counts a violation when latency ×
     this factor exceeds the SLO; default 1 (Algorithm 3 literally) except for ``autoslo``, which
     uses the router's SLO headroom (a change, measured beside the literal ``add-best``).
+    ``selector_counts_backlog``: whether a selector branch's outcome includes every query still
+    running at its end (Algorithm 3's line 27 as listed; default except for ``autoslo``) or only
+    those issued after the new cluster is available (as the paper's Figure 4 draws it; ``autoslo``).
     """
 
     policy: str = "autoslo"
@@ -60,6 +63,7 @@ class AutoscalerConfig:
     max_concurrency: int = 8
     rais_level: str = "balanced"
     selector_headroom: float | None = None
+    selector_counts_backlog: bool | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in _core.SCALING_POLICIES:

@@ -99,6 +99,11 @@ pub struct AutoscalerParams {
     /// predicted violation rate is just under τ selects for underestimates.
     /// `None`: the policy's default (1 for `add-best` and `vertical`, the router's for `autoslo`).
     pub selector_headroom: Option<f64>,
+    /// Whether the selector adds every outstanding query at a branch's end (Algorithm 3 line 27
+    /// as listed) or only those issued after t_d + δ (as Figure 4 draws it); see
+    /// [`SelectorParams::count_backlog`]. `None`: the policy's default (the listing for `add-best`
+    /// and `vertical`; Figure 4 for `autoslo`).
+    pub selector_counts_backlog: Option<bool>,
 }
 
 impl Default for AutoscalerParams {
@@ -119,6 +124,7 @@ impl Default for AutoscalerParams {
             teardown: true,
             tick_s: 60.0,
             selector_headroom: None,
+            selector_counts_backlog: None,
         }
     }
 }
@@ -154,7 +160,7 @@ impl AutoscalerParams {
 
     /// The selector's share of the parameters.
     pub fn selector(&self) -> SelectorParams {
-        SelectorParams { sizes: self.sizes.clone(), spinup_s: self.spinup_s, mu: self.mu, window_s: self.window_s, tau_target: self.tau_target, slo_headroom: self.selector_headroom.unwrap_or(1.0), ..SelectorParams::default() }
+        SelectorParams { sizes: self.sizes.clone(), spinup_s: self.spinup_s, mu: self.mu, window_s: self.window_s, tau_target: self.tau_target, slo_headroom: self.selector_headroom.unwrap_or(1.0), count_backlog: self.selector_counts_backlog.unwrap_or(true), ..SelectorParams::default() }
     }
 }
 
@@ -363,7 +369,7 @@ pub fn scaler_by_name(name: &str, trigger: Option<&str>, params: AutoscalerParam
             if trigger.is_some_and(|t| t != "combined") {
                 return Err(AutoSloError::InvalidConfig("`autoslo` is add-best with the combined trigger; name `add-best` to pick another trigger".into()));
             }
-            let params = AutoscalerParams { selector_headroom: params.selector_headroom.or(Some(DEFAULT_SLO_HEADROOM)), ..params };
+            let params = AutoscalerParams { selector_headroom: params.selector_headroom.or(Some(DEFAULT_SLO_HEADROOM)), selector_counts_backlog: params.selector_counts_backlog.or(Some(false)), ..params };
             Autoscaler::new(Scaling::AddBest, TriggerKind::Combined, params).map(|a| Box::new(a) as Box<dyn Scaler>)
         }
         "add-best" => scaling(Scaling::AddBest),

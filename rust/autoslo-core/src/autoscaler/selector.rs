@@ -46,6 +46,11 @@ pub struct SelectorParams {
     /// A query counts as a violation when its (predicted or simulated) latency × this factor
     /// exceeds its SLO. 1 is Algorithm 3's literal test; see [`AutoscalerParams::selector_headroom`](super::AutoscalerParams::selector_headroom).
     pub slo_headroom: f64,
+    /// Which outstanding queries line 27 adds at a branch's end: every running query (`true`, the
+    /// listing), or only those issued after t_d + δ (`false`, Figure 4: "the predicted latency of
+    /// q7", issued after the new cluster is available). The listing's form lets a backlog that
+    /// predates the decision, identical in every branch, dominate the violation rates.
+    pub count_backlog: bool,
     /// Safety bound: a branch stops after this much simulated time past t_d + δ even if fewer
     /// than μ queries completed (a pathological window, e.g. predictions of hours).
     pub max_replay_s: f64,
@@ -53,7 +58,7 @@ pub struct SelectorParams {
 
 impl Default for SelectorParams {
     fn default() -> Self {
-        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: 16, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, max_replay_s: 1800.0 }
+        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: 16, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, count_backlog: true, max_replay_s: 1800.0 }
     }
 }
 
@@ -205,7 +210,7 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
             i += 1;
         }
         // Line 27: the outstanding queries with their predicted latencies.
-        for (_, p) in r.running() {
+        for (_, p) in r.running().filter(|(_, p)| params.count_backlog || p.arrival >= t_available) {
             observed += 1;
             violated += usize::from(p.prediction * h > p.slo);
         }

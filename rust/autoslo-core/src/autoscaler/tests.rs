@@ -155,3 +155,4 @@ fn vertical_scaling_drains_the_old_cluster_once_the_new_one_is_ready() {
     // Nothing is routed to the old cluster after the new one is ready.
     assert!(t.rows.iter().filter(|r| r.cluster == 0).all(|r| r.arrival <= ready_at));
 }
+
