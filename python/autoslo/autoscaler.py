@@ -40,8 +40,8 @@ class AutoscalerConfig:
     this factor exceeds the SLO; default 1 (Algorithm 3 literally) except for ``autoslo``, which
     uses the router's SLO headroom (a change, measured beside the literal ``add-best``).
     ``selector_counts_backlog``: whether a selector branch's outcome includes every query still
-    running at its end (Algorithm 3's line 27 as listed; default except for ``autoslo``) or only
-    those issued after the new cluster is available (as the paper's Figure 4 draws it; ``autoslo``).
+    running at its end (Algorithm 3's line 27 as listed; the default) or only those issued after
+    the new cluster is available (as the paper's Figure 4 draws it; see ``docs/autoscaler.md``).
     """
 
     policy: str = "autoslo"
