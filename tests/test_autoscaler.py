@@ -67,6 +67,7 @@ def test_bad_autoscaler_settings_are_clear_errors(overloaded) -> None:
         emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(policy="add-best", trigger="eager"))
 
 
+@pytest.mark.reproduce
 def test_table3_add_best_beats_noop_horizontal_and_vertical() -> None:
     """The orderings hold on each of seeds 0–4 (autoslo reproduce spinup-size --seed 0 1 2 3 4);
     two seeds here."""
@@ -78,6 +79,7 @@ def test_table3_add_best_beats_noop_horizontal_and_vertical() -> None:
         assert add < ch["vertical"]["mean_violation_rate_change"], (s, ch)
 
 
+@pytest.mark.reproduce
 def test_table4_combined_beats_queue_and_observed() -> None:
     out = reproduce_trigger(seed=[0, 1], methods=["noop", "queue@32", "observed", "combined"])
     mean = out["mean_change_vs_noop"]

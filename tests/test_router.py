@@ -93,6 +93,7 @@ def test_simulator_replays_with_predicted_completions(model: predictor.Predictor
     assert 0.5 < sim.cost / emu.cost < 2.0
 
 
+@pytest.mark.reproduce
 def test_reproduce_router_small() -> None:
     r = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", "--seed", "1", "--queries", "60", "--json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -125,6 +126,7 @@ def test_slo_headroom_and_arrival_correction_change_decisions(model: predictor.P
     assert all(a > b for a, b in zip(vr["literal"], vr["default"])), vr
 
 
+@pytest.mark.reproduce
 def test_reproduce_router_over_seeds_and_ablations() -> None:
     args = ["--seed", "1", "2", "--queries", "30", "--policies", "round-robin", "autoslo", "--no-arrival-correction", "--slo-headroom", "1", "--json"]
     r = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", *args], capture_output=True, text=True, timeout=600)

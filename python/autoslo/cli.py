@@ -16,7 +16,7 @@ from autoslo.emulation import calibrate, emulate
 from autoslo.bundled import load
 from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
-from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_router, reproduce_spinup_size, reproduce_trigger
+from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
@@ -283,7 +283,18 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         r.set_defaults(func=cmd_reproduce_autoscaler, table=name)
+    r = rs.add_parser("all", help="Tables 2, 3 and 4 at once, written as JSON and a summary page")
+    r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
+    r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
+    r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    r.set_defaults(func=cmd_reproduce_all)
     return parser
+
+
+def cmd_reproduce_all(args: argparse.Namespace) -> int:
+    reproduce_all(args.out, seeds=args.seed, predictor=load(args.model) if args.model else None)
+    print((Path(args.out) / "README.md").read_text())
+    return 0
 
 
 def cmd_reproduce_autoscaler(args: argparse.Namespace) -> int:
