@@ -248,12 +248,14 @@ impl Autoscaler {
                 }
                 Scaling::AddBest | Scaling::Vertical => {
                     let mode = if self.scaling == Scaling::Vertical { Mode::Replace } else { Mode::Add };
-                    let autoslo = router.as_autoslo().expect("checked before the run: the selector needs the autoslo router");
-                    // A failed simulation (e.g. a cluster size the predictor does not know) is
-                    // a do-nothing decision, recorded with no selection.
-                    if let Ok(sel) = find_best_spinup_size(autoslo, clusters, &self.windows.arrivals(), now, &self.params.selector(), mode) {
-                        d.size = sel.size;
-                        d.selection = Some(sel);
+                    // Without the autoslo router (refused by `check` before a run) or when the
+                    // simulation fails (e.g. a size the predictor does not know), the decision is
+                    // do-nothing, recorded with no selection.
+                    if let Some(autoslo) = router.as_autoslo() {
+                        if let Ok(sel) = find_best_spinup_size(autoslo, clusters, &self.windows.arrivals(), now, &self.params.selector(), mode) {
+                            d.size = sel.size;
+                            d.selection = Some(sel);
+                        }
                     }
                 }
             }
