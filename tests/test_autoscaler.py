@@ -128,9 +128,11 @@ def test_control_plane_routes_concurrently_while_it_scales() -> None:
     assert spinups and spinups[0]["reason"] == "spinup-trigger" and spinups[0]["size"] in (16, 32)
     while len([c for c in cp.clusters() if c[3]]) < 2 and time.time() < deadline:
         time.sleep(0.01)
-    # Queries arriving now can go to the new cluster; every query completes once.
-    new = cp.route(99_999, template=3, instance=1, slo=1e6)
-    assert new in {c[0] for c in cp.clusters()}
+    # The new cluster became ready (after the scaled spinup delay) and takes queries.
+    ready = [c for c in cp.clusters() if c[3]]
+    assert len(ready) >= 2 and spinups[0]["cluster_id"] in {c[0] for c in ready}
+    cp.route(99_999, template=3, instance=1, slo=1e6)
+    # Every query completes once.
     for qid in [*routed, 99_999]:
         cp.complete(qid)
     with pytest.raises(_core.AutoSloCoreError, match="not running"):

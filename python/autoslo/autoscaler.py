@@ -75,12 +75,6 @@ class AutoscalerConfig:
         d["sizes"] = [int(s) for s in self.sizes]
         return {k: v for k, v in d.items() if v is not None}
 
-    @property
-    def needs_autoslo_router(self) -> bool:
-        """Whether the policy reads the Query Router's predictions."""
-        if self.policy in ("autoslo", "add-best", "vertical"):
-            return True
-        return self.policy == "horizontal" and (self.trigger or "combined") == "combined"
 
 
 def as_spec(autoscaler: AutoscalerConfig | str | None) -> dict[str, object] | None:

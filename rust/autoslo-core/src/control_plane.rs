@@ -159,11 +159,7 @@ impl ControlPlane {
     /// Route a query arriving now; returns its cluster.
     pub fn route(&self, query_id: u64, text: QueryText, slo: f64) -> Result<ClusterId> {
         let now = self.shared.now();
-        let (c, q) = {
-            let mut r = self.shared.router()?;
-            let c = r.route(query_id, text, now, slo)?;
-            (c, Query { id: query_id, arrival: r.now(), text, tenant: 0, class: 0, slo })
-        };
+        let (c, q) = self.shared.router()?.route_query(query_id, text, now, slo)?;
         if let Ok(mut p) = self.shared.pending.lock() {
             p.push(Pending::Arrival(q));
             p.push(Pending::Routed(q, c));
@@ -217,13 +213,15 @@ impl Drop for ControlPlane {
 /// snapshot of the router, then carry out its actions.
 fn scale_once(s: &Shared, scaler: &mut dyn Scaler, manager: &mut dyn ClusterManager, ready: &mut Vec<ClusterId>) -> Result<()> {
     let events = std::mem::take(&mut *s.pending.lock().map_err(|_| AutoSloError::InvalidAction("event buffer poisoned".into()))?);
-    // The snapshot: the router's predictions (the autoslo router; others keep none) and clusters.
+    // The snapshot: the clusters and, when there are query events to judge, a copy of the
+    // router's predictions (the autoslo router; others keep none). Ticks alone need no copy, so
+    // an idle control plane does not hold the routing lock for one every tick.
     let (snapshot, infos, now): (Box<dyn Router>, Vec<ClusterInfo>, f64) = {
         let mut r = s.router()?;
         r.advance_to(s.now())?;
         let snap: Box<dyn Router> = match r.router().as_autoslo() {
-            Some(a) => Box::new(a.clone()),
-            None => Box::new(RoundRobin::default()),
+            Some(a) if !events.is_empty() => Box::new(a.clone()),
+            _ => Box::new(RoundRobin::default()),
         };
         (snap, r.infos().to_vec(), r.now().max(s.now()))
     };

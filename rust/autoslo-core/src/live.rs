@@ -56,6 +56,11 @@ impl LiveRouter {
 
     /// Route a query arriving at `arrival` (s) with SLO `slo` (s); returns the chosen cluster.
     pub fn route(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64) -> Result<ClusterId> {
+        self.route_query(query_id, text, arrival, slo).map(|(c, _)| c)
+    }
+
+    /// [`LiveRouter::route`], also returning the query as routed (its arrival is the router's clock).
+    pub fn route_query(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64) -> Result<(ClusterId, Query)> {
         if !(slo > 0.0 && slo.is_finite()) {
             return Err(AutoSloError::out_of_range("SLO", "a positive number of seconds", slo));
         }
@@ -70,7 +75,7 @@ impl LiveRouter {
             ci.running += 1;
         }
         self.running.insert(query_id, (c, q));
-        Ok(c)
+        Ok((c, q))
     }
 
     /// A routed query finished (or timed out) at `now` (s). Returns its cluster and the query.

@@ -352,6 +352,11 @@ impl AutoSloRouter {
         self.books.books.iter().flat_map(|(k, b)| b.queries.iter().map(move |q| (*k, q)))
     }
 
+    /// The clusters the router keeps books for (every cluster it has routed to and not seen go).
+    pub fn cluster_ids(&self) -> impl Iterator<Item = ClusterId> + '_ {
+        self.books.books.keys().copied()
+    }
+
     /// The latency predictor behind the router.
     pub fn predictor(&self) -> &Predictor {
         &self.predictor

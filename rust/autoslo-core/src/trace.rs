@@ -90,12 +90,12 @@ impl ClusterRecord {
             billed_seconds,
             cost: billing.cost(info.size, billed_seconds),
             queries,
-            spinup_reason: if info.requested_at == 0.0 && info.ready_at == 0.0 { "initial" } else { "requested" },
+            spinup_reason: "requested",
             teardown_reason: teardown_requested_at.map(|_| "requested"),
         }
     }
 
-    /// The same record with the reasons its engine recorded.
+    /// The same record with the reasons its engine recorded (`close` alone says `requested`).
     pub fn with_reasons(mut self, spinup: &'static str, teardown: Option<&'static str>) -> Self {
         self.spinup_reason = spinup;
         self.teardown_reason = teardown;

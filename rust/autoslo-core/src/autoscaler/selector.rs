@@ -177,7 +177,7 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
     }
     let i_snap = i;
     at_time(&mut base, t_available);
-    let new_id: ClusterId = clusters.iter().map(|c| c.id).chain(router.placed().keys().copied()).max().map_or(0, |m| m + 1);
+    let new_id: ClusterId = clusters.iter().map(|c| c.id).chain(router.cluster_ids()).max().map_or(0, |m| m + 1);
     // One branch per eligible size and for do-nothing (lines 12–29).
     let options: Vec<Option<u32>> = std::iter::once(None).chain(params.sizes.iter().copied().map(Some)).collect();
     let branch = |size: Option<u32>| -> Result<Branch> {

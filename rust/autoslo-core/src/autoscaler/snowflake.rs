@@ -78,21 +78,24 @@ impl SnowflakeScaler {
     }
 
     fn maybe_start(&mut self, now: f64, clusters: &[ClusterInfo]) -> Option<Action> {
-        let active: Vec<&ClusterInfo> = clusters.iter().filter(|c| c.accepts_queries()).collect();
-        if active.is_empty() || active.len() >= self.max_clusters {
+        // One pass, no allocation: this runs on every routed query.
+        let (mut active, mut largest, mut starting, mut outstanding, mut queued) = (0usize, 0u32, false, 0usize, 0usize);
+        for c in clusters.iter().filter(|c| c.accepts_queries()) {
+            active += 1;
+            largest = largest.max(c.size);
+            starting |= c.state == ClusterState::Starting;
+            outstanding += c.running + c.queued;
+            queued += c.queued;
+        }
+        if active == 0 || active >= self.max_clusters {
             return None;
         }
-        let size = self.size.or_else(|| active.iter().map(|c| c.size).max())?;
-        let starting = active.iter().any(|c| c.state == ClusterState::Starting);
-        let outstanding: usize = active.iter().map(|c| c.running + c.queued).sum();
-        let queued: usize = active.iter().map(|c| c.queued).sum();
+        let size = self.size.unwrap_or(largest);
         let start = match self.policy {
-            Policy::Standard => {
-                now - self.last_start >= STANDARD_START_SPACING_S && (outstanding > active.len() * self.max_concurrency || (queued > 0 && !starting))
-            }
+            Policy::Standard => now - self.last_start >= STANDARD_START_SPACING_S && (outstanding > active * self.max_concurrency || (queued > 0 && !starting)),
             Policy::Economy => {
                 let cat = catalog::tpcds();
-                let backlog: f64 = active.iter().map(|c| c.queued as f64 * cat.mean_runtime_at(c.size)).sum();
+                let backlog: f64 = clusters.iter().filter(|c| c.accepts_queries()).map(|c| c.queued as f64 * cat.mean_runtime_at(c.size)).sum();
                 !starting && backlog >= ECONOMY_BUSY_S
             }
         };

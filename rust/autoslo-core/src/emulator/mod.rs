@@ -183,11 +183,11 @@ enum Pending {
 }
 
 impl<'a> Run<'a> {
-    fn infos(&self) -> Vec<ClusterInfo> {
-        self.sims
-            .iter()
-            .map(|s| ClusterInfo { running: s.running.len(), queued: s.queue.len(), ..s.info })
-            .collect()
+    /// The clusters as the control plane sees them, written into `buf` (reused across events:
+    /// the arrival path asks three times per query).
+    fn infos_into(&self, buf: &mut Vec<ClusterInfo>) {
+        buf.clear();
+        buf.extend(self.sims.iter().map(|s| ClusterInfo { running: s.running.len(), queued: s.queue.len(), ..s.info }));
     }
 
     fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
@@ -434,7 +434,8 @@ impl<'a> Run<'a> {
                     Pending::Gone(cluster) => Event::ClusterGone { cluster },
                 };
                 router.observe(t, &ev);
-                let infos = self.infos();
+                let mut infos = Vec::with_capacity(self.sims.len());
+                self.infos_into(&mut infos);
                 let actions = scaler.on_event(t, &ev, &infos, &*router);
                 self.apply(actions, t)?;
             }
@@ -484,6 +485,7 @@ pub fn emulate_with_progress(
         run.add_cluster(size, 0.0, true, "initial")?;
     }
     let mut next_q = 0usize;
+    let mut infos: Vec<ClusterInfo> = Vec::new();
     let mut next_tick = scaler.tick_interval().map(|d| d.max(1e-3));
     let mut now = 0.0f64;
     loop {
@@ -508,7 +510,7 @@ pub fn emulate_with_progress(
             run.process(c_min, now)?;
             run.dispatch(now, router, scaler)?;
         } else if t_tick <= t_arrival {
-            let infos = run.infos();
+            run.infos_into(&mut infos);
             let actions = scaler.on_event(now, &Event::Tick, &infos, &*router);
             run.apply(actions, now)?;
             next_tick = scaler.tick_interval().map(|d| now + d.max(1e-3));
@@ -518,14 +520,14 @@ pub fn emulate_with_progress(
             let q = &workload.queries()[qi];
             let ev = Event::Arrival { query: q };
             router.observe(now, &ev);
-            let infos = run.infos();
+            run.infos_into(&mut infos);
             let actions = scaler.on_event(now, &ev, &infos, &*router);
             run.apply(actions, now)?;
-            let infos = run.infos();
+            run.infos_into(&mut infos);
             let c = router.route(now, q, &infos)?;
             run.admit(c, qi, now)?;
             let routed = Event::Routed { query: q, cluster: c };
-            let infos = run.infos();
+            run.infos_into(&mut infos);
             let actions = scaler.on_event(now, &routed, &infos, &*router);
             run.apply(actions, now)?;
             if next_q.is_multiple_of(4096) && !progress(next_q, n) {
