@@ -171,3 +171,39 @@ impl Scaler for ScheduledScaler {
         "scheduled"
     }
 }
+
+/// A fixed schedule of spinups carried out beside another scaler (an execution configuration's
+/// scheduled spinups plus its autoscaler). Both see every event; ticks come at the finer of the
+/// two periods while scheduled actions remain, then at the inner scaler's.
+pub struct PlannedScaler {
+    schedule: ScheduledScaler,
+    inner: Box<dyn Scaler>,
+    name: String,
+}
+
+impl PlannedScaler {
+    pub fn new(schedule: ScheduledScaler, inner: Box<dyn Scaler>) -> Self {
+        let name = format!("{}+schedule", inner.name());
+        Self { schedule, inner, name }
+    }
+}
+
+impl Scaler for PlannedScaler {
+    fn on_event(&mut self, now: f64, event: &Event<'_>, clusters: &[ClusterInfo], router: &dyn Router) -> Vec<Action> {
+        let mut out = self.schedule.on_event(now, event, clusters, router);
+        out.extend(self.inner.on_event(now, event, clusters, router));
+        out
+    }
+    fn check(&self, router: &dyn Router) -> Result<()> {
+        self.inner.check(router)
+    }
+    fn tick_interval(&self) -> Option<f64> {
+        match (self.schedule.tick_interval(), self.inner.tick_interval()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}

@@ -16,6 +16,8 @@
 //! - [`simulator`]: the Workload Simulator, whose completions come from the predictor;
 //! - [`autoscaler`]: the Autoscaler (triggers, Spinup Size Selector) and the scaling baselines;
 //! - [`live`]: the Query Router used live, over a changing cluster set and a real clock;
+//! - [`tuner`]: the Policy Tuner (reservoir tables, forecaster, SimulateBatch, Spinup Scheduler,
+//!   Configuration Tuner) and execution configurations;
 //! - [`control_plane`]: the live control plane, the router on the request path and the
 //!   autoscaler on a background thread, over a cluster-manager interface.
 
@@ -36,6 +38,7 @@ pub mod simulator;
 pub mod slo;
 pub mod stats;
 pub mod trace;
+pub mod tuner;
 pub mod workload;
 
 pub use error::{AutoSloError, Result};

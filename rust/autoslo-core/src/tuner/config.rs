@@ -1,0 +1,213 @@
+//! Execution configurations (§7.3): the initial clusters, the scheduled spinups and the
+//! Autoscaler's parameters: what the Policy Tuner produces and every engine consumes.
+//!
+//! Serialized with serde; unknown fields are rejected, so a misspelt key is an error, not a
+//! silently ignored setting. The Python package reads and writes the same structure as YAML.
+
+use serde::{Deserialize, Serialize};
+
+use crate::autoscaler::{scaler_by_name, AutoscalerParams, ScalerOptions, SCALING_POLICIES};
+use crate::control::{Action, PlannedScaler, ScheduledAction, ScheduledScaler, Scaler};
+use crate::error::{AutoSloError, Result};
+use crate::router::ROUTING_POLICIES;
+
+/// Format version written into every configuration.
+pub const CONFIG_VERSION: u32 = 1;
+/// How late (at most) a scheduled spinup is carried out: the schedule's tick period (s).
+pub const SCHEDULE_RESOLUTION_S: f64 = 5.0;
+
+/// One scheduled spinup: at `at_s` seconds from the start of the day, add a cluster of `size` RPU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledSpinup {
+    pub at_s: f64,
+    pub size: u32,
+}
+
+/// The Autoscaler's settings in a configuration (the Configuration Tuner's search space).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutoscalerKnobs {
+    /// A scaling policy (`autoslo` unless a baseline is wanted).
+    pub policy: String,
+    /// Spinup trigger for `add-best`, `horizontal`, `vertical` (`combined`, `observed`, `queue@N`).
+    pub trigger: Option<String>,
+    /// Target violation rate τ (the selector's τ_target; τ_trigger unless given).
+    pub tau: f64,
+    pub tau_trigger: Option<f64>,
+    pub theta: usize,
+    pub mu: usize,
+    pub window_s: f64,
+    pub t_idle_s: f64,
+    pub t_min_lifetime_s: f64,
+    pub sizes: Vec<u32>,
+    pub min_clusters: usize,
+    pub max_clusters: usize,
+    pub selector_headroom: Option<f64>,
+}
+
+impl Default for AutoscalerKnobs {
+    fn default() -> Self {
+        let p = AutoscalerParams::default();
+        Self {
+            policy: "autoslo".into(),
+            trigger: None,
+            tau: p.tau_target,
+            tau_trigger: None,
+            theta: p.theta,
+            mu: p.mu,
+            window_s: p.window_s,
+            t_idle_s: p.t_idle_s,
+            t_min_lifetime_s: p.t_min_lifetime_s,
+            sizes: vec![16, 32],
+            min_clusters: p.min_clusters,
+            max_clusters: p.max_clusters,
+            selector_headroom: None,
+        }
+    }
+}
+
+impl AutoscalerKnobs {
+    /// The Autoscaler's parameters, with the engine's spinup delay δ.
+    pub fn params(&self, spinup_s: f64) -> AutoscalerParams {
+        AutoscalerParams {
+            tau_target: self.tau,
+            tau_trigger: self.tau_trigger.unwrap_or(self.tau),
+            theta: self.theta,
+            mu: self.mu,
+            window_s: self.window_s,
+            t_idle_s: self.t_idle_s,
+            t_min_lifetime_s: self.t_min_lifetime_s,
+            sizes: self.sizes.clone(),
+            spinup_s,
+            min_clusters: self.min_clusters,
+            max_clusters: self.max_clusters,
+            selector_headroom: self.selector_headroom,
+            ..AutoscalerParams::default()
+        }
+    }
+}
+
+/// Where a configuration came from (written by the tuner; optional).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Provenance {
+    /// The tool and version that wrote it.
+    pub generated_by: Option<String>,
+    /// The day it was tuned for (YYYY-MM-DD).
+    pub day: Option<String>,
+    /// Days of history the forecasts were drawn from.
+    pub history_days: Option<u32>,
+    /// Forecasts used for training and for validation.
+    pub training_forecasts: Option<usize>,
+    pub validation_forecasts: Option<usize>,
+    /// The target violation rate τ it was tuned for.
+    pub tau: Option<f64>,
+    /// Mean violation rate and cost on the validation forecasts (simulated).
+    pub validation_violation_rate: Option<f64>,
+    pub validation_cost: Option<f64>,
+}
+
+/// An execution configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionConfig {
+    #[serde(default = "version")]
+    pub version: u32,
+    /// Clusters (RPU) ready at the start of the day.
+    pub initial_clusters: Vec<u32>,
+    /// Spinups at fixed times of the day (the Spinup Scheduler's output).
+    #[serde(default)]
+    pub scheduled_spinups: Vec<ScheduledSpinup>,
+    /// The Autoscaler, or `None` for a fixed cluster set plus the schedule.
+    #[serde(default = "some_default_knobs")]
+    pub autoscaler: Option<AutoscalerKnobs>,
+    /// The routing policy.
+    #[serde(default = "routing")]
+    pub routing: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+fn version() -> u32 {
+    CONFIG_VERSION
+}
+fn routing() -> String {
+    "autoslo".into()
+}
+fn some_default_knobs() -> Option<AutoscalerKnobs> {
+    Some(AutoscalerKnobs::default())
+}
+
+impl ExecutionConfig {
+    /// `initial` clusters, no schedule, the default `autoslo` Autoscaler.
+    pub fn new(initial: Vec<u32>) -> Self {
+        Self { version: CONFIG_VERSION, initial_clusters: initial, scheduled_spinups: Vec::new(), autoscaler: some_default_knobs(), routing: routing(), provenance: None }
+    }
+
+    /// Parse and validate a configuration from JSON (the Python side converts YAML to this).
+    pub fn from_json(text: &str) -> Result<Self> {
+        let c: Self = serde_json::from_str(text).map_err(|e| AutoSloError::InvalidConfig(format!("execution configuration: {e}")))?;
+        c.validated()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an execution configuration always serializes")
+    }
+
+    /// Check every field; errors name the field.
+    pub fn validated(mut self) -> Result<Self> {
+        if self.version != CONFIG_VERSION {
+            return Err(AutoSloError::InvalidConfig(format!("execution configuration version {} is not supported (this AutoSLO reads version {CONFIG_VERSION})", self.version)));
+        }
+        if self.initial_clusters.is_empty() {
+            return Err(AutoSloError::InvalidConfig("execution configuration: `initial_clusters` must name at least one cluster size".into()));
+        }
+        if let Some(&s) = self.initial_clusters.iter().find(|&&s| s == 0) {
+            return Err(AutoSloError::out_of_range("initial_clusters size", "a positive RPU count", s));
+        }
+        for (i, s) in self.scheduled_spinups.iter().enumerate() {
+            if !(s.at_s.is_finite() && s.at_s >= 0.0) {
+                return Err(AutoSloError::out_of_range(format!("scheduled_spinups[{i}].at_s"), "a finite time ≥ 0 s", s.at_s));
+            }
+            if s.size == 0 {
+                return Err(AutoSloError::out_of_range(format!("scheduled_spinups[{i}].size"), "a positive RPU count", 0));
+            }
+        }
+        self.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        if !ROUTING_POLICIES.contains(&self.routing.as_str()) {
+            return Err(AutoSloError::UnknownPolicy { name: self.routing.clone(), known: ROUTING_POLICIES.join(", ") });
+        }
+        if let Some(k) = &self.autoscaler {
+            if !SCALING_POLICIES.contains(&k.policy.as_str()) {
+                return Err(AutoSloError::UnknownPolicy { name: k.policy.clone(), known: SCALING_POLICIES.join(", ") });
+            }
+            k.params(300.0).validated()?;
+            // Build it once so a bad trigger name or policy combination fails on load.
+            scaler_by_name(&k.policy, k.trigger.as_deref(), k.params(300.0), &ScalerOptions::default())?;
+        }
+        Ok(self)
+    }
+
+    /// `AddSpinup`: this configuration with one more scheduled spinup.
+    pub fn with_spinup(&self, at_s: f64, size: u32) -> Self {
+        let mut c = self.clone();
+        c.scheduled_spinups.push(ScheduledSpinup { at_s: at_s.max(0.0), size });
+        c.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        c
+    }
+
+    /// The scaler that carries the configuration out: the Autoscaler (if any) beside the schedule.
+    /// `spinup_s` is the engine's spinup delay (the selector's δ).
+    pub fn scaler(&self, spinup_s: f64) -> Result<Box<dyn Scaler>> {
+        let inner: Box<dyn Scaler> = match &self.autoscaler {
+            Some(k) => scaler_by_name(&k.policy, k.trigger.as_deref(), k.params(spinup_s), &ScalerOptions::default())?,
+            None => Box::new(crate::control::StaticScaler),
+        };
+        if self.scheduled_spinups.is_empty() {
+            return Ok(inner);
+        }
+        let actions = self.scheduled_spinups.iter().map(|s| ScheduledAction { at: s.at_s, action: Action::spin_up(s.size, "scheduled") }).collect();
+        Ok(Box::new(PlannedScaler::new(ScheduledScaler::new(actions, SCHEDULE_RESOLUTION_S)?, inner)))
+    }
+}

@@ -1,0 +1,258 @@
+//! The Configuration Tuner (§7.5): searches the Autoscaler's parameters (T_idle, T_min_lifetime,
+//! τ_trigger, θ, μ, w) and the initial cluster set around a configuration, keeps the top k on the
+//! training workloads, and returns the best on the validation workloads by BestWithTarget.
+
+use std::collections::BTreeSet;
+
+use crate::error::{AutoSloError, Result};
+use crate::predictor::Predictor;
+use crate::rng::Rng;
+use crate::slo::best_with_target;
+use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings};
+use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig};
+use crate::workload::Workload;
+
+/// The values each knob may take. An empty list leaves the knob as the base configuration has it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchSpace {
+    pub t_idle_s: Vec<f64>,
+    pub t_min_lifetime_s: Vec<f64>,
+    pub tau_trigger: Vec<f64>,
+    pub theta: Vec<usize>,
+    pub mu: Vec<usize>,
+    pub window_s: Vec<f64>,
+    pub initial_clusters: Vec<Vec<u32>>,
+}
+
+impl SearchSpace {
+    /// The reference ranges (DESIGN.md "defaults that the reference implementation used").
+    pub fn reference() -> Self {
+        Self {
+            t_idle_s: vec![300.0, 600.0, 1200.0],
+            t_min_lifetime_s: vec![1200.0],
+            tau_trigger: vec![0.05, 0.1],
+            theta: vec![16, 32],
+            mu: vec![16, 32],
+            window_s: vec![120.0, 300.0, 600.0],
+            initial_clusters: Vec::new(),
+        }
+    }
+
+    /// Number of dimensions with a choice.
+    fn dims(&self) -> usize {
+        7
+    }
+
+    fn len_of(&self, d: usize) -> usize {
+        match d {
+            0 => self.t_idle_s.len(),
+            1 => self.t_min_lifetime_s.len(),
+            2 => self.tau_trigger.len(),
+            3 => self.theta.len(),
+            4 => self.mu.len(),
+            5 => self.window_s.len(),
+            _ => self.initial_clusters.len(),
+        }
+    }
+
+    /// `base` with value `v` of dimension `d`.
+    fn set(&self, base: &ExecutionConfig, d: usize, v: usize) -> ExecutionConfig {
+        let mut c = base.clone();
+        if d == 6 {
+            c.initial_clusters = self.initial_clusters[v].clone();
+            return c;
+        }
+        let k: &mut AutoscalerKnobs = c.autoscaler.get_or_insert_with(AutoscalerKnobs::default);
+        match d {
+            0 => k.t_idle_s = self.t_idle_s[v],
+            1 => k.t_min_lifetime_s = self.t_min_lifetime_s[v],
+            2 => k.tau_trigger = Some(self.tau_trigger[v]),
+            3 => k.theta = self.theta[v],
+            4 => k.mu = self.mu[v],
+            _ => k.window_s = self.window_s[v],
+        }
+        c
+    }
+
+    /// Apply a choice (one index per dimension; `None` keeps the base value).
+    fn apply(&self, base: &ExecutionConfig, choice: &[Option<usize>]) -> ExecutionConfig {
+        choice.iter().enumerate().fold(base.clone(), |c, (d, v)| match v {
+            Some(v) => self.set(&c, d, *v),
+            None => c,
+        })
+    }
+
+    /// Number of points of the grid.
+    pub fn grid_size(&self) -> usize {
+        (0..self.dims()).map(|d| self.len_of(d).max(1)).product()
+    }
+
+    /// The grid point with mixed-radix index `idx`.
+    fn point(&self, mut idx: usize) -> Vec<Option<usize>> {
+        (0..self.dims())
+            .map(|d| {
+                let n = self.len_of(d);
+                if n == 0 {
+                    return None;
+                }
+                let v = idx % n;
+                idx /= n;
+                Some(v)
+            })
+            .collect()
+    }
+}
+
+/// How candidates are generated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Strategy {
+    /// Every point of the grid.
+    Grid,
+    /// `budget` distinct grid points drawn at random.
+    Random { budget: usize, seed: u64 },
+    /// Per-dimension sweeps from the base: each dimension's values with the others held at the
+    /// best so far (by BestWithTarget on training), `sweeps` times over all dimensions.
+    CoordinateDescent { sweeps: usize },
+}
+
+impl Strategy {
+    pub fn parse(name: &str, budget: usize, seed: u64) -> Result<Self> {
+        match name {
+            "grid" => Ok(Strategy::Grid),
+            "random" => Ok(Strategy::Random { budget, seed }),
+            "coordinate-descent" => Ok(Strategy::CoordinateDescent { sweeps: budget.max(1) }),
+            _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: "grid, random, coordinate-descent".into() }),
+        }
+    }
+}
+
+/// Configuration Tuner settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigTunerParams {
+    pub strategy: Strategy,
+    /// Candidates carried from training to validation.
+    pub top_k: usize,
+    pub alpha: Aggregate,
+    /// Target violation rate τ of BestWithTarget.
+    pub tau: f64,
+    /// Refuse grids larger than this (simulations = points × training workloads).
+    pub max_candidates: usize,
+}
+
+impl Default for ConfigTunerParams {
+    fn default() -> Self {
+        Self { strategy: Strategy::CoordinateDescent { sweeps: 1 }, top_k: 3, alpha: Aggregate::Mean, tau: 0.1, max_candidates: 512 }
+    }
+}
+
+/// One evaluated candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    pub config: ExecutionConfig,
+    pub training: (f64, f64),
+    /// Set for the top k.
+    pub validation: Option<(f64, f64)>,
+}
+
+/// The Configuration Tuner's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigTuneResult {
+    pub best: ExecutionConfig,
+    /// Every candidate, in evaluation order (the base first).
+    pub evaluated: Vec<Evaluated>,
+    pub simulations: usize,
+}
+
+/// The BestWithTarget order as a sort key.
+fn key((v, k): (f64, f64), tau: f64) -> (f64, f64) {
+    ((v - tau).max(0.0), k)
+}
+
+/// Tune `base`'s Autoscaler parameters and initial clusters over `space`.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_config(
+    predictor: &Predictor,
+    base: &ExecutionConfig,
+    space: &SearchSpace,
+    training: &[Workload],
+    validation: &[Workload],
+    params: &ConfigTunerParams,
+    settings: &BatchSettings,
+    backend: &dyn BatchBackend,
+    control: &BatchControl,
+) -> Result<ConfigTuneResult> {
+    if training.is_empty() || validation.is_empty() {
+        return Err(AutoSloError::InvalidConfig("the Configuration Tuner needs training and validation workloads".into()));
+    }
+    if params.top_k == 0 {
+        return Err(AutoSloError::out_of_range("top_k", "≥ 1", 0));
+    }
+    if space.initial_clusters.iter().any(|c| c.is_empty() || c.contains(&0)) {
+        return Err(AutoSloError::InvalidConfig("every candidate initial cluster set must list positive sizes".into()));
+    }
+    let settings = BatchSettings { keep_logs: false, ..*settings };
+    let mut sims = 0;
+    let mut evaluated: Vec<Evaluated> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    // Evaluate the configurations not seen yet, as one batch.
+    let mut eval = |cands: Vec<ExecutionConfig>, evaluated: &mut Vec<Evaluated>| -> Result<()> {
+        let fresh: Vec<ExecutionConfig> = cands.into_iter().filter(|c| seen.insert(c.to_json())).collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let r = simulate_batch(predictor, &fresh, training, &settings, backend, control)?;
+        sims += fresh.len() * training.len();
+        evaluated.extend(fresh.into_iter().zip(&r).map(|(config, o)| Evaluated { config, training: agg_perf(o, params.alpha), validation: None }));
+        Ok(())
+    };
+    eval(vec![base.clone()], &mut evaluated)?;
+    match params.strategy {
+        Strategy::Grid => {
+            let n = space.grid_size();
+            if n > params.max_candidates {
+                return Err(AutoSloError::InvalidConfig(format!("the grid has {n} points, more than max_candidates = {}: narrow it or use `random`", params.max_candidates)));
+            }
+            eval((0..n).map(|i| space.apply(base, &space.point(i))).collect(), &mut evaluated)?;
+        }
+        Strategy::Random { budget, seed } => {
+            let n = space.grid_size();
+            let mut rng = Rng::new(seed);
+            let mut picks: Vec<usize> = (0..n).collect();
+            rng.shuffle(&mut picks);
+            picks.truncate(budget.min(params.max_candidates));
+            eval(picks.into_iter().map(|i| space.apply(base, &space.point(i))).collect(), &mut evaluated)?;
+        }
+        Strategy::CoordinateDescent { sweeps } => {
+            let mut current = base.clone();
+            for _ in 0..sweeps {
+                for d in 0..space.dims() {
+                    let n = space.len_of(d);
+                    if n == 0 {
+                        continue;
+                    }
+                    eval((0..n).map(|v| space.set(&current, d, v)).collect(), &mut evaluated)?;
+                    let pts: Vec<(f64, f64)> = evaluated.iter().map(|e| e.training).collect();
+                    if let Some(b) = best_with_target(&pts, params.tau) {
+                        current = evaluated[b].config.clone();
+                    }
+                }
+            }
+        }
+    }
+    // Top k on training (the base always among the compared), then validation.
+    let mut order: Vec<usize> = (0..evaluated.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (key(evaluated[a].training, params.tau), key(evaluated[b].training, params.tau));
+        x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(a.cmp(&b))
+    });
+    order.truncate(params.top_k);
+    let top: Vec<ExecutionConfig> = order.iter().map(|&i| evaluated[i].config.clone()).collect();
+    let val = simulate_batch(predictor, &top, validation, &settings, backend, control)?;
+    sims += top.len() * validation.len();
+    let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha)).collect();
+    for (&i, &p) in order.iter().zip(&points) {
+        evaluated[i].validation = Some(p);
+    }
+    let chosen = best_with_target(&points, params.tau).unwrap_or(0);
+    Ok(ConfigTuneResult { best: top[chosen].clone(), evaluated, simulations: sims })
+}
