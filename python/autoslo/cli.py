@@ -18,6 +18,7 @@ from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
+from autoslo.tuner_cli import register as register_tuner
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
 
@@ -71,16 +72,21 @@ def _autoscaler(args: argparse.Namespace) -> AutoscalerConfig | None:
 
 def cmd_emulate(args: argparse.Namespace) -> int:
     wl = _workload(args)
-    result = emulate(
-        wl,
-        args.clusters,
-        seed=args.seed,
-        routing=args.routing,
-        timeout_s=args.timeout if args.timeout > 0 else None,
-        lifecycle=args.lifecycle,
-        progress=args.progress,
-        autoscaler=_autoscaler(args),
-    )
+    if args.config:
+        if args.clusters is not None or args.autoscaler is not None:
+            raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
+        result = emulate(wl, seed=args.seed, timeout_s=args.timeout if args.timeout > 0 else None, lifecycle=args.lifecycle, progress=args.progress, config=args.config)
+    else:
+        result = emulate(
+            wl,
+            args.clusters or [16, 16],
+            seed=args.seed,
+            routing=args.routing,
+            timeout_s=args.timeout if args.timeout > 0 else None,
+            lifecycle=args.lifecycle,
+            progress=args.progress,
+            autoscaler=_autoscaler(args),
+        )
     if args.trace:
         write_table(result.trace, args.trace)
     if args.clusters_out:
@@ -202,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("emulate", help="run a workload on the calibrated warehouse emulator", description="Run a workload on the calibrated warehouse emulator and report violation rate and cost.")
     _add_workload_args(p)
-    p.add_argument("--clusters", type=_sizes, default=[16, 16], help="cluster sizes in RPU, comma-separated (default 16,16)")
+    p.add_argument("--clusters", type=_sizes, help="cluster sizes in RPU, comma-separated (default 16,16)")
+    p.add_argument("--config", metavar="CONFIG.yaml", help="run an execution configuration (as `autoslo tune` writes): its clusters, routing, scheduled spinups and autoscaler")
     p.add_argument(
         "--routing",
         default="autoslo",
@@ -260,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     register_predictor(sub)
+    register_tuner(sub)
 
     p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
     rs = p.add_subparsers(dest="experiment", required=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from os import PathLike
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,6 +12,7 @@ import pyarrow.compute as pc
 from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
+from autoslo.tuner import ExecutionConfig
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class EmulationResult:
 
 def simulate(
     workload: pa.Table,
-    clusters: Sequence[int],
+    clusters: Sequence[int] | None = None,
     *,
     routing: str = "autoslo",
     predictor: _core.Predictor | None = None,
@@ -100,15 +102,17 @@ def simulate(
     schedule: Sequence[tuple[float, str, int]] | None = None,
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
     autoscaler: AutoscalerConfig | str | None = None,
+    config: ExecutionConfig | str | PathLike[str] | None = None,
 ) -> EmulationResult:
     """Replay ``workload`` in the Workload Simulator (§3): completions come from the predictor.
 
     Same inputs and result as :func:`emulate`; it is what the autoscaler and policy tuner branch.
     """
     predictor = predictor_for(True, predictor)  # the simulator's completions come from it
+    clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
     trace, cluster_table, events = _core.simulate(
         workload,
-        list(clusters),
+        clusters,
         predictor,
         routing=routing,
         seed=seed,
@@ -120,13 +124,14 @@ def simulate(
         schedule=list(schedule) if schedule else None,
         slo_headroom=slo_headroom,
         autoscaler=as_spec(autoscaler),
+        config=cfg,
     )
     return EmulationResult(trace=trace, clusters=cluster_table, events=events)
 
 
 def emulate(
     workload: pa.Table,
-    clusters: Sequence[int],
+    clusters: Sequence[int] | None = None,
     *,
     seed: int = 0,
     routing: str = "round-robin",
@@ -145,6 +150,7 @@ def emulate(
     predictor: _core.Predictor | None = None,
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
     autoscaler: AutoscalerConfig | str | None = None,
+    config: ExecutionConfig | str | PathLike[str] | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
@@ -155,10 +161,14 @@ def emulate(
     ``(time_s, "spinup", size)`` and ``(time_s, "teardown", cluster_id)`` actions carried out
     through the control-plane interface. ``autoscaler`` (an :class:`AutoscalerConfig` or a policy
     name) changes the cluster set during the run instead; its spinups and teardowns are in
-    ``result.events``. ``progress=True`` shows a tqdm bar;
+    ``result.events``. ``config`` (an :class:`autoslo.tuner.ExecutionConfig` or a YAML file, as
+    ``autoslo tune`` writes) runs an execution configuration instead: its initial clusters, routing,
+    scheduled spinups and autoscaler (then give neither ``clusters``, ``autoscaler`` nor
+    ``schedule``). ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
-    predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
+    clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
+    predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None, predictor)
     spec = as_spec(autoscaler)
     callback = None
     bar = None
@@ -173,7 +183,7 @@ def emulate(
     try:
         trace, cluster_table, events = _core.emulate(
             workload,
-            list(clusters),
+            clusters,
             seed=seed,
             routing=routing,
             kappa=kappa,
@@ -191,11 +201,26 @@ def emulate(
             predictor=predictor,
             slo_headroom=slo_headroom,
             autoscaler=spec,
+            config=cfg,
         )
     finally:
         if bar is not None:
             bar.close()
     return EmulationResult(trace=trace, clusters=cluster_table, events=events)
+
+
+def _with_config(
+    clusters: Sequence[int] | None, routing: str, config: ExecutionConfig | str | PathLike[str] | None, autoscaler: object, schedule: object
+) -> tuple[list[int], str, str | None]:
+    """(clusters, routing, configuration JSON) of a run given by clusters or by a configuration."""
+    if config is None:
+        if clusters is None:
+            raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
+        return [int(c) for c in clusters], routing, None
+    if clusters is not None or autoscaler is not None or schedule:
+        raise ValueError("an execution configuration sets the clusters, the autoscaler and the schedule: give config= alone")
+    cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
+    return cfg.initial_clusters, cfg.routing, cfg.to_json()
 
 
 def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:

@@ -179,3 +179,52 @@ pub fn catalog_table() -> PyResult<PyTable> {
         ("std_runtime_s", Arc::new(std.finish())),
     ])
 }
+
+/// The reservoir's tables → the forecaster's history. `counts`: date (days since 1970-01-01),
+/// hour, template, instance, tenant, class, count; `arrivals`: date, hour, offset_s. Names are
+/// interned; ranges are checked by the core.
+pub fn history_in(counts: PyTable, arrivals: PyTable, days: Vec<i32>) -> PyResult<autoslo_core::tuner::History> {
+    use arrow_array::cast::AsArray;
+    use autoslo_core::catalog::QueryText;
+    use autoslo_core::tuner::{ArrivalRow, CountRow, History};
+    let i = |a: ArrayRef| a.as_primitive::<arrow_array::types::Int64Type>().values().to_vec();
+    let f = |a: ArrayRef| a.as_primitive::<arrow_array::types::Float64Type>().values().to_vec();
+    let (batches, schema) = counts.into_inner();
+    let col = |name: &str, t: &DataType| need(column(&batches, &schema, name, t)?, name);
+    let (date, hour, template, instance, count) = (i(col("date", &DataType::Int64)?), i(col("hour", &DataType::Int64)?), i(col("template", &DataType::Int64)?), i(col("instance", &DataType::Int64)?), i(col("count", &DataType::Int64)?));
+    let tenant = col("tenant", &DataType::Utf8)?;
+    let class = col("class", &DataType::Utf8)?;
+    let (tenant, class) = (tenant.as_string::<i32>(), class.as_string::<i32>());
+    let mut h = History { days, ..Default::default() };
+    let mut names = (std::collections::HashMap::<String, u32>::new(), std::collections::HashMap::<String, u32>::new());
+    let bad = |row: usize, col: &str, v: i64| AutoSloCoreError::new_err(format!("count table row {row}: column `{col}` is {v}, out of range"));
+    for r in 0..date.len() {
+        let intern = |map: &mut std::collections::HashMap<String, u32>, list: &mut Vec<String>, s: &str| {
+            *map.entry(s.to_string()).or_insert_with(|| {
+                list.push(s.to_string());
+                (list.len() - 1) as u32
+            })
+        };
+        let t = intern(&mut names.0, &mut h.tenants, tenant.value(r));
+        let c = intern(&mut names.1, &mut h.classes, class.value(r));
+        let in_range = |v: i64, lo: i64, hi: i64, name: &str| if (lo..=hi).contains(&v) { Ok(v) } else { Err(bad(r, name, v)) };
+        h.counts.push(CountRow {
+            date: in_range(date[r], i32::MIN as i64, i32::MAX as i64, "date")? as i32,
+            hour: in_range(hour[r], 0, 23, "hour")? as u8,
+            text: QueryText { template: in_range(template[r], 1, catalog::NUM_TEMPLATES as i64, "template")? as u16, instance: in_range(instance[r], 1, u16::MAX as i64, "instance")? as u16 },
+            tenant: t,
+            class: c,
+            count: in_range(count[r], 0, u32::MAX as i64, "count")? as u32,
+        });
+    }
+    let (batches, schema) = arrivals.into_inner();
+    let col = |name: &str, t: &DataType| need(column(&batches, &schema, name, t)?, name);
+    let (date, hour, offset) = (i(col("date", &DataType::Int64)?), i(col("hour", &DataType::Int64)?), f(col("offset_s", &DataType::Float64)?));
+    for r in 0..date.len() {
+        if !(0..24).contains(&hour[r]) {
+            return Err(AutoSloCoreError::new_err(format!("arrivals table row {r}: column `hour` is {}, out of range", hour[r])));
+        }
+        h.arrivals.push(ArrivalRow { date: date[r] as i32, hour: hour[r] as u8, offset_s: offset[r] });
+    }
+    Ok(h)
+}

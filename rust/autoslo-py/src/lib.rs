@@ -5,6 +5,7 @@ mod convert;
 mod live;
 mod predictor;
 mod scaling;
+mod tuner;
 
 use std::collections::BTreeMap;
 
@@ -32,7 +33,7 @@ pub(crate) fn err(e: AutoSloError) -> PyErr {
 }
 
 /// Build an SLO table from the Python-side arguments.
-fn slo_table(kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<SloTable> {
+pub(crate) fn slo_table(kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<SloTable> {
     let mut t = SloTable::paper(kappa).map_err(err)?;
     if let Some(b) = baseline {
         t = t.with_template_baselines(&b).map_err(err)?;
@@ -46,7 +47,7 @@ fn slo_table(kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Opti
     Ok(t)
 }
 
-fn workload_out(py: Python<'_>, w: &Workload) -> PyResult<Py<PyAny>> {
+pub(crate) fn workload_out(py: Python<'_>, w: &Workload) -> PyResult<Py<PyAny>> {
     Ok(convert::workload_table(w)?.into_pyarrow(py)?.unbind())
 }
 
@@ -156,7 +157,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -179,6 +180,7 @@ fn emulate(
     predictor: Option<Bound<'_, predictor::PyPredictor>>,
     slo_headroom: f64,
     autoscaler: Option<Bound<'_, PyDict>>,
+    config: Option<&str>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
@@ -193,7 +195,7 @@ fn emulate(
     };
     let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom };
     let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
-    let mut scaler = scaling::scaler(autoscaler, schedule, spinup_s)?;
+    let mut scaler = scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     let trace = py
         .detach(|| {
             let mut report = progress_reporter(&progress);
@@ -393,5 +395,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(live::simulate, m)?)?;
     m.add_class::<live::PyRouter>()?;
     m.add_class::<live::PyControlPlane>()?;
+    m.add_function(wrap_pyfunction!(tuner::validate_execution_config, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::tuner_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::forecast, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::simulate_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::find_good_spinup_time, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::tune, m)?)?;
     Ok(())
 }

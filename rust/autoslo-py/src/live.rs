@@ -79,7 +79,7 @@ impl PyRouter {
 
 /// Simulate a workload with the predictor as the warehouse (the Workload Simulator).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None))]
+#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
     py: Python<'_>,
@@ -96,12 +96,13 @@ pub fn simulate(
     schedule: Option<Vec<(f64, String, u32)>>,
     slo_headroom: f64,
     autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
+    config: Option<&str>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, None, None, None, None)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom }).map_err(err)?;
-    let mut scaler = crate::scaling::scaler(autoscaler, schedule, spinup_s)?;
+    let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     let trace = py.detach(|| simulator::simulate(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg)).map_err(err)?;
     convert::trace_out(py, &w, &trace)
 }
@@ -117,7 +118,7 @@ pub struct PyControlPlane {
 #[pymethods]
 impl PyControlPlane {
     #[new]
-    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, time_scale=1.0, tick_s=10.0, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, time_scale=1.0, tick_s=10.0, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, config=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         clusters: Vec<u32>,
@@ -133,12 +134,13 @@ impl PyControlPlane {
         price_per_rpu_hour: f64,
         billing_minimum_s: f64,
         slo_headroom: f64,
+        config: Option<&str>,
     ) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
         let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom }).map_err(err)?;
         let lifecycle = crate::lifecycle_of(lifecycle, spinup_s, teardown_s)?;
         // The selector's δ: the fixed delay, or the given one for measured timings.
-        let scaler = crate::scaling::scaler(autoscaler, None, spinup_s)?;
+        let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
         Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).map_err(err)? })
     }

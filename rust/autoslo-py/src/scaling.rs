@@ -2,6 +2,7 @@
 
 use autoslo_core::autoscaler::{rais, scaler_by_name, AutoscalerParams, ScalerOptions};
 use autoslo_core::control::{ScheduledScaler, Scaler, StaticScaler};
+use autoslo_core::tuner::ExecutionConfig;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -42,10 +43,17 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
     }
 }
 
-/// The scaler of a run: an autoscaler spec, or a fixed schedule, or none (static clusters).
-/// `spinup_s` is the engine's spinup delay, the selector's δ unless the spec gives one.
-pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String, u32)>>, spinup_s: f64) -> PyResult<Box<dyn Scaler>> {
+/// The scaler of a run: an execution configuration (JSON), or an autoscaler spec, or a fixed
+/// schedule, or none (static clusters). `spinup_s` is the engine's spinup delay, the selector's δ
+/// unless the spec gives one.
+pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String, u32)>>, config: Option<&str>, spinup_s: f64) -> PyResult<Box<dyn Scaler>> {
     let schedule = schedule.filter(|s| !s.is_empty());
+    if let Some(c) = config {
+        if spec.is_some() || schedule.is_some() {
+            return Err(AutoSloCoreError::new_err("an execution configuration carries its own autoscaler and schedule: give it alone"));
+        }
+        return ExecutionConfig::from_json(c).and_then(|c| c.scaler(spinup_s)).map_err(err);
+    }
     match (spec, schedule) {
         (Some(_), Some(_)) => Err(AutoSloCoreError::new_err("give an autoscaler or a schedule, not both")),
         (None, Some(s)) => Ok(Box::new(ScheduledScaler::new(parse_schedule(s)?, 1.0).map_err(err)?)),

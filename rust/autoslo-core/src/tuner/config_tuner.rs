@@ -4,6 +4,8 @@
 
 use std::collections::BTreeSet;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::rng::Rng;
@@ -13,7 +15,8 @@ use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig};
 use crate::workload::Workload;
 
 /// The values each knob may take. An empty list leaves the knob as the base configuration has it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct SearchSpace {
     pub t_idle_s: Vec<f64>,
     pub t_min_lifetime_s: Vec<f64>,

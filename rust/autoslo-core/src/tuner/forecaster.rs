@@ -102,12 +102,41 @@ pub struct ForecastSettings {
     pub training_share: f64,
     /// Pooled interarrival gaps below this fall back to uniform offsets.
     pub min_bin_arrivals: usize,
+    /// How arrival offsets are drawn within an hour.
+    pub arrivals: ArrivalModel,
     pub seed: u64,
+}
+
+/// How a forecast places its arrivals within an hour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalModel {
+    /// The paper's: gaps drawn from the pooled interarrival deciles (uniform within a decile).
+    Deciles,
+    /// A change: the arrival pattern of the history hour whose volume was drawn, subsampled (or
+    /// resampled with jitter) to the forecast's count. It keeps when within the hour the queries
+    /// came, so a burst stays a burst instead of being spread over the hour.
+    Pattern,
+}
+
+impl ArrivalModel {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "deciles" => Ok(ArrivalModel::Deciles),
+            "pattern" => Ok(ArrivalModel::Pattern),
+            _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: "deciles, pattern".into() }),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ArrivalModel::Deciles => "deciles",
+            ArrivalModel::Pattern => "pattern",
+        }
+    }
 }
 
 impl Default for ForecastSettings {
     fn default() -> Self {
-        Self { policy: ForecastPolicy::Decay { lambda: 0.5 }, forecasts: 20, training_share: 0.6, min_bin_arrivals: 20, seed: 0 }
+        Self { policy: ForecastPolicy::Decay { lambda: 0.5 }, forecasts: 20, training_share: 0.6, min_bin_arrivals: 20, arrivals: ArrivalModel::Deciles, seed: 0 }
     }
 }
 
@@ -167,6 +196,8 @@ struct HourModel {
     texts: Vec<(QueryText, u32, u32)>,
     text_cum: Vec<f64>,
     gaps: Option<[f64; 11]>,
+    /// Each chosen bin's sorted offsets (the `pattern` model), in `volumes` order.
+    patterns: Vec<Vec<f64>>,
 }
 
 /// The arrivals table grouped by (date, hour), offsets sorted.
@@ -197,13 +228,14 @@ fn hour_model(history: &History, counts: &[usize], arrivals: &ArrivalIndex, chos
         text_cum.push(acc);
     }
     let mut gaps = Vec::new();
+    let mut patterns = Vec::with_capacity(chosen.len());
     for &(d, _) in chosen {
-        if let Some(offs) = arrivals.get(&(d, hour)) {
-            gaps.extend(offs.windows(2).map(|w| w[1] - w[0]));
-        }
+        let offs = arrivals.get(&(d, hour)).cloned().unwrap_or_default();
+        gaps.extend(offs.windows(2).map(|w| w[1] - w[0]));
+        patterns.push(offs);
     }
     let gaps = (gaps.len() >= min_gaps.max(1)).then(|| deciles(gaps));
-    HourModel { volumes, volume_cum, texts, text_cum, gaps }
+    HourModel { volumes, volume_cum, texts, text_cum, gaps, patterns }
 }
 
 /// Offsets (s, sorted, in [0, 3600)) of `n` arrivals in one hour.
@@ -230,6 +262,33 @@ fn offsets(rng: &mut Rng, n: usize, gaps: Option<&[f64; 11]>) -> Vec<f64> {
             cum.iter().map(|x| (x * scale).min(3600.0 - 1e-6)).collect()
         }
     }
+}
+
+/// Offsets of `n` arrivals following one history hour's (sorted) pattern: a uniform subsample
+/// when it has at least `n` offsets; otherwise all of them plus resampled ones, each jittered
+/// within half the gaps around it. Too few offsets (< 2) fall back to uniform.
+fn pattern_offsets(rng: &mut Rng, n: usize, pattern: &[f64]) -> Vec<f64> {
+    let m = pattern.len();
+    if m < 2 {
+        return offsets(rng, n, None);
+    }
+    let mut out: Vec<f64> = if n <= m {
+        let mut idx: Vec<usize> = (0..m).collect();
+        rng.shuffle(&mut idx);
+        idx.truncate(n);
+        idx.into_iter().map(|i| pattern[i]).collect()
+    } else {
+        let mut v = pattern.to_vec();
+        for _ in 0..n - m {
+            let i = rng.below(m);
+            let lo = if i > 0 { (pattern[i - 1] + pattern[i]) / 2.0 } else { pattern[i] };
+            let hi = if i + 1 < m { (pattern[i] + pattern[i + 1]) / 2.0 } else { pattern[i] };
+            v.push(lo + (hi - lo) * rng.uniform());
+        }
+        v
+    };
+    out.sort_by(|a, b| a.total_cmp(b));
+    out
 }
 
 /// Draw `settings.forecasts` forecasts of `target`'s workload from `history`. SLOs come from
@@ -277,8 +336,12 @@ pub fn forecast(history: &History, target: Date, slo: &SloTable, settings: &Fore
             if m.texts.is_empty() || m.volume_cum.last().is_none_or(|&w| w <= 0.0) {
                 continue;
             }
-            let n = m.volumes[draw(&mut rng, &m.volume_cum)].2 as usize;
-            let offs = offsets(&mut rng, n, m.gaps.as_ref());
+            let bin = draw(&mut rng, &m.volume_cum);
+            let n = m.volumes[bin].2 as usize;
+            let offs = match settings.arrivals {
+                ArrivalModel::Deciles => offsets(&mut rng, n, m.gaps.as_ref()),
+                ArrivalModel::Pattern => pattern_offsets(&mut rng, n, &m.patterns[bin]),
+            };
             for o in offs {
                 let (text, tenant, class) = m.texts[draw(&mut rng, &m.text_cum)];
                 rows.push((h as f64 * 3600.0 + o, text, tenant, class));

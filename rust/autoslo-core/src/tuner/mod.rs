@@ -16,10 +16,12 @@ pub mod scheduler;
 pub use batch::{agg_perf, simulate_batch, simulate_config, Aggregate, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome};
 pub use config::{AutoscalerKnobs, ExecutionConfig, Provenance, ScheduledSpinup};
 pub use config_tuner::{tune_config, ConfigTuneResult, ConfigTunerParams, SearchSpace, Strategy};
-pub use forecaster::{forecast, weekday, ArrivalRow, CountRow, Date, ForecastPolicy, ForecastSettings, Forecasts, History};
+pub use forecaster::{forecast, weekday, ArrivalModel, ArrivalRow, CountRow, Date, ForecastPolicy, ForecastSettings, Forecasts, History};
 pub use scheduler::{find_good_spinup_time, schedule_spinups, ScheduleResult, SchedulerParams, SpinupTimeParams};
 
-use crate::error::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::slo::SloTable;
 
@@ -48,6 +50,113 @@ pub struct PolicyTunerParams {
     /// The Configuration Tuner's space around E★ (all empty: skip it).
     pub space: SearchSpace,
     pub config_tuner: ConfigTunerParams,
+}
+
+/// The Policy Tuner's settings as users write them (JSON from Python; unknown keys rejected).
+/// Defaults are the reference implementation's values (DESIGN.md), except where noted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TunerSpec {
+    /// Target violation rate τ (the Autoscaler's τ in the configurations produced).
+    pub tau: f64,
+    /// The violation-rate target the tuner holds simulated outcomes to: Algorithm 4's τ_target
+    /// (lines 7 and 17) and τ (line 28), and the Configuration Tuner's. `None`: `tau` (the
+    /// listing). Lower is a change: it compensates for a simulator that predicts fewer
+    /// violations than the warehouse has (see `docs/tuner.md`).
+    pub tau_simulated: Option<f64>,
+    /// Initial cluster sets, one initial configuration each (the candidates I of Algorithm 4).
+    pub initial_clusters: Vec<Vec<u32>>,
+    /// The Autoscaler of every candidate (`None`: scheduled spinups only).
+    pub autoscaler: Option<AutoscalerKnobs>,
+    pub routing: String,
+    /// `decay`, `previous-day` or `equal-7-day`, and the decay λ.
+    pub forecast_policy: String,
+    pub decay: f64,
+    /// Arrival offsets within an hour: `deciles` (the paper's) or `pattern` (a change).
+    pub arrivals: String,
+    /// Forecasts N and the training share.
+    pub forecasts: usize,
+    pub training_share: f64,
+    pub seed: u64,
+    /// Maximum scheduled spinups η, attempts per round φ, eligible sizes S.
+    pub eta: usize,
+    pub phi: usize,
+    pub spinup_sizes: Vec<u32>,
+    /// Delinquency threshold k of FindGoodSpinupTime (default: half the training forecasts,
+    /// rounded up).
+    pub delinquent_k: Option<usize>,
+    /// Spacing σ_min between candidate spinup times (s).
+    pub sigma_min_s: f64,
+    /// α: `mean` or `worst`.
+    pub alpha: String,
+    /// The Configuration Tuner: `grid`, `random` (with `budget` candidates) or
+    /// `coordinate-descent` (with `budget` sweeps), keeping `top_k` for validation.
+    pub strategy: String,
+    pub budget: usize,
+    pub top_k: usize,
+    pub space: SearchSpace,
+}
+
+impl Default for TunerSpec {
+    fn default() -> Self {
+        Self {
+            tau: 0.1,
+            tau_simulated: None,
+            initial_clusters: vec![vec![16], vec![32]],
+            autoscaler: Some(AutoscalerKnobs::default()),
+            routing: "autoslo".into(),
+            forecast_policy: "decay".into(),
+            decay: 0.5,
+            arrivals: "deciles".into(),
+            forecasts: 20,
+            training_share: 0.6,
+            seed: 0,
+            eta: 5,
+            phi: 3,
+            spinup_sizes: vec![16, 32],
+            delinquent_k: None,
+            sigma_min_s: 1800.0,
+            alpha: "mean".into(),
+            strategy: "coordinate-descent".into(),
+            budget: 1,
+            top_k: 3,
+            space: SearchSpace::reference(),
+        }
+    }
+}
+
+impl TunerSpec {
+    pub fn from_json(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: {e}")))
+    }
+
+    /// The pipeline's parameters; `spinup_s` is the engines' spinup delay δ.
+    pub fn params(&self, spinup_s: f64) -> Result<PolicyTunerParams> {
+        if self.initial_clusters.is_empty() {
+            return Err(AutoSloError::InvalidConfig("tuner settings: `initial_clusters` needs at least one cluster set".into()));
+        }
+        let initial = self
+            .initial_clusters
+            .iter()
+            .map(|c| ExecutionConfig { autoscaler: self.autoscaler.clone().map(|k| AutoscalerKnobs { tau: self.tau, ..k }), routing: self.routing.clone(), ..ExecutionConfig::new(c.clone()) }.validated())
+            .collect::<Result<Vec<_>>>()?;
+        let forecast = ForecastSettings { policy: ForecastPolicy::parse(&self.forecast_policy, self.decay)?, forecasts: self.forecasts, training_share: self.training_share, seed: self.seed, arrivals: ArrivalModel::parse(&self.arrivals)?, ..ForecastSettings::default() };
+        let n_train = ((self.forecasts as f64 * self.training_share).round() as usize).clamp(1, self.forecasts.max(2) - 1);
+        let alpha = Aggregate::parse(&self.alpha)?;
+        let tau_sim = self.tau_simulated.unwrap_or(self.tau);
+        let scheduler = SchedulerParams {
+            eta: self.eta,
+            alpha,
+            sizes: self.spinup_sizes.clone(),
+            phi: self.phi,
+            tau_target: tau_sim,
+            tau: tau_sim,
+            spinup_time: SpinupTimeParams { k: self.delinquent_k.unwrap_or(n_train.div_ceil(2)), spinup_s, sigma_min_s: self.sigma_min_s },
+        }
+        .validated()?;
+        let config_tuner = ConfigTunerParams { strategy: Strategy::parse(&self.strategy, self.budget, self.seed)?, top_k: self.top_k, alpha, tau: tau_sim, ..ConfigTunerParams::default() };
+        Ok(PolicyTunerParams { forecast, initial, scheduler, space: self.space.clone(), config_tuner })
+    }
 }
 
 /// The Policy Tuner's result.

@@ -1,0 +1,258 @@
+"""The Policy Tuner's reproductions on the emulator: Table 5 (§8.7) and Figure 6 (§8.2).
+
+The world: a multi-week Redbench-like workload (four tenants, weekly and diurnal patterns,
+bursts, scheduled reports) starting on Monday 2024-04-01, ingested into a Workload Reservoir.
+Two target days, 35 days apart and on the same weekday, so that their 30-day histories do not
+overlap (the paper's protocol), each at κ ∈ {4, 2}: four scenarios. Every configuration is judged
+by emulating the target day's real workload (the emulator is the ground truth; the tuner only
+ever sees the reservoir and the Workload Simulator).
+
+- Table 5 (``reproduce_tuner``): tune with no past data (the untuned configuration) and with 1, 7
+  and 30 days of history; report violation rate and cost per scenario and the mean change
+  against no past data.
+- Figure 6 (``reproduce_end_to_end``): AutoSLO tuned on 30 days against one 64 RPU cluster, 2 × 32
+  RPU under round robin, the RAIS-like scaler at balanced and high-performance settings, and
+  Snowflake's standard and economy policies; fleet-wide and per tenant × class.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from tqdm.auto import tqdm
+
+from autoslo import _core
+from autoslo.autoscaler import AutoscalerConfig
+from autoslo.bundled import predictor_for
+from autoslo.emulation import EmulationResult, emulate
+from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, tune
+from autoslo.workloads import redbench_workload
+
+#: Day 0 of the generated history (a Monday).
+START = dt.date(2024, 4, 1)
+#: The paper's Table 5 mean changes against no past data (violation rate, cost).
+PAPER_TABLE5 = {1: (-0.446, 0.118), 7: (-0.449, None), 30: (-0.461, None)}
+#: The paper's Figure 6: AutoSLO's mean cost reduction against the cheapest baseline meeting τ.
+PAPER_FIGURE6_COST_REDUCTION = 0.264
+
+
+def reproduction_settings() -> TunerSettings:
+    """The tuner settings of the reproductions: the reference search, made smaller so that the
+    16 tunings run in minutes on two cores (8 forecasts, η = 3, φ = 2, two autoscaler knobs)."""
+    return TunerSettings(forecasts=8, eta=3, phi=2, space={"t_idle_s": [300.0, 600.0, 1200.0], "tau_trigger": [0.05, 0.1]})
+
+
+@dataclass(frozen=True)
+class TunerExperiment:
+    """The world of Table 5 and Figure 6. ``target_days`` are day indices from :data:`START`."""
+
+    seed: int = 0
+    queries_per_day: float = 15_000
+    tenants: int = 4
+    target_days: tuple[int, ...] = (30, 65)
+    kappas: tuple[float, ...] = (4.0, 2.0)
+    history: tuple[int, ...] = (0, 1, 7, 30)
+    tau: float = 0.1
+    settings: TunerSettings = field(default_factory=reproduction_settings)
+
+    def scenarios(self) -> list[tuple[int, float]]:
+        return [(d, k) for d in self.target_days for k in self.kappas]
+
+
+class _World:
+    """The generated history in a reservoir, and each target day's real workload."""
+
+    def __init__(self, exp: TunerExperiment, directory: Path) -> None:
+        self.exp = exp
+        self.days = max(exp.target_days) + 1
+        history = redbench_workload(days=self.days, seed=exp.seed, queries_per_day=exp.queries_per_day, tenants=exp.tenants, kappa=2.0)
+        self.reservoir = Reservoir(directory)
+        self.reservoir.append(history, start_date=START, replace=True)
+
+    def actual(self, day: int, kappa: float) -> pa.Table:
+        """The target day's workload (arrivals from 0 s), SLOs at κ."""
+        w = redbench_workload(days=self.days, seed=self.exp.seed, queries_per_day=self.exp.queries_per_day, tenants=self.exp.tenants, kappa=kappa)
+        lo, hi = day * DAY_S, (day + 1) * DAY_S
+        w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
+        return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
+
+
+def _outcome(r: EmulationResult) -> dict[str, Any]:
+    s = r.summary()
+    events = r.events.to_pylist()
+    return {
+        "queries": s["queries"],
+        "violation_rate": s["violation_rate"],
+        "cost": s["cost"],
+        "clusters": s["clusters"],
+        "spinups": sum(1 for e in events if e["event"] == "spinup"),
+        "per_tenant_class": r.per_tenant_class().select(["tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]).to_pylist(),
+    }
+
+
+def _tuned(world: _World, day: int, kappa: float, history: int, predictor: _core.Predictor) -> tuple[ExecutionConfig, dict[str, Any]]:
+    settings = replace(world.exp.settings, tau=world.exp.tau, seed=world.exp.seed)
+    target = START + dt.timedelta(days=day)
+    r = tune(world.reservoir, target, settings=settings, history_days=history, kappa=kappa, predictor=predictor)
+    return r.config, r.report
+
+
+def _scenario_key(day: int, kappa: float) -> str:
+    return f"{(START + dt.timedelta(days=day)).isoformat()} κ={kappa:g}"
+
+
+def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predictor | None = None, workdir: str | Path | None = None) -> dict[str, Any]:
+    """Table 5 on the emulator (see the module docs)."""
+    exp = exp or TunerExperiment()
+    if 0 not in exp.history:
+        raise ValueError("Table 5 compares against no past data: `history` must include 0")
+    predictor = predictor_for(True, predictor)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        world = _World(exp, Path(tmp))
+        jobs = [(d, k, h) for d, k in exp.scenarios() for h in exp.history]
+        for d, k, h in tqdm(jobs, desc="Table 5", unit="tuning"):
+            config, report = _tuned(world, d, k, h, predictor)
+            r = emulate(world.actual(d, k), config=config, seed=exp.seed, predictor=predictor)
+            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}, **_outcome(r)})
+    summary = {}
+    for h in exp.history:
+        if h == 0:
+            continue
+        dv, dk = [], []
+        for s in {r["scenario"] for r in rows}:
+            base = next(r for r in rows if r["scenario"] == s and r["history_days"] == 0)
+            mine = next(r for r in rows if r["scenario"] == s and r["history_days"] == h)
+            if base["violation_rate"] > 0:
+                dv.append(mine["violation_rate"] / base["violation_rate"] - 1)
+            dk.append(mine["cost"] / base["cost"] - 1)
+        paper = PAPER_TABLE5.get(h)
+        summary[h] = {
+            "mean_violation_rate_change": sum(dv) / len(dv) if dv else float("nan"),
+            "mean_cost_change": sum(dk) / len(dk),
+            "paper_violation_rate_change": paper[0] if paper else None,
+            "paper_cost_change": paper[1] if paper else None,
+        }
+    goal = summary.get(1, {}).get("mean_violation_rate_change")
+    return {
+        "experiment": "table5-tuner",
+        "seed": exp.seed,
+        "queries_per_day": exp.queries_per_day,
+        "tau": exp.tau,
+        "settings": exp.settings.__dict__,
+        "rows": rows,
+        "mean_change_vs_no_past_data": summary,
+        "goal": {"one_day_violation_rate_change_at_most": -0.446, "measured": goal, "met": goal is not None and goal <= -0.446},
+    }
+
+
+#: Figure 6's baselines: (name, initial clusters, routing, autoscaler).
+def _baselines() -> list[tuple[str, list[int], str, AutoscalerConfig | None]]:
+    return [
+        ("1 x 64 RPU", [64], "round-robin", None),
+        ("2 x 32 RPU, round robin", [32, 32], "round-robin", None),
+        ("RAIS-like balanced", [32], "least-work", AutoscalerConfig(policy="rais", rais_level="balanced", sizes=(8, 16, 32, 64, 128), max_clusters=1)),
+        ("RAIS-like high performance", [32], "least-work", AutoscalerConfig(policy="rais", rais_level="performance", sizes=(8, 16, 32, 64, 128), max_clusters=1)),
+        ("Snowflake standard", [32], "least-work", AutoscalerConfig(policy="snowflake-standard", max_clusters=4)),
+        ("Snowflake economy", [32], "least-work", AutoscalerConfig(policy="snowflake-economy", max_clusters=4)),
+    ]
+
+
+def reproduce_end_to_end(exp: TunerExperiment | None = None, predictor: _core.Predictor | None = None, plot: str | Path | None = None, workdir: str | Path | None = None) -> dict[str, Any]:
+    """Figure 6 on the emulator (see the module docs). ``plot`` saves the figure (PNG)."""
+    exp = exp or TunerExperiment(history=(30,))
+    history = max(exp.history)
+    predictor = predictor_for(True, predictor)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        world = _World(exp, Path(tmp))
+        for d, k in tqdm(exp.scenarios(), desc="Figure 6", unit="scenario"):
+            actual = world.actual(d, k)
+            config, report = _tuned(world, d, k, history, predictor)
+            r = emulate(actual, config=config, seed=exp.seed, predictor=predictor)
+            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": "AutoSLO", "config": config.as_dict(), **_outcome(r)})
+            for name, clusters, routing, autoscaler in _baselines():
+                r = emulate(actual, clusters, seed=exp.seed, routing=routing, autoscaler=autoscaler, predictor=predictor)
+                rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": name, **_outcome(r)})
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    per = []
+    for s in scenarios:
+        mine = next(r for r in rows if r["scenario"] == s and r["method"] == "AutoSLO")
+        meeting = [r for r in rows if r["scenario"] == s and r["method"] != "AutoSLO" and r["violation_rate"] <= exp.tau]
+        cheapest = min(meeting, key=lambda r: r["cost"]) if meeting else None
+        per.append(
+            {
+                "scenario": s,
+                "autoslo_meets_tau": mine["violation_rate"] <= exp.tau,
+                "cheapest_baseline_meeting_tau": cheapest["method"] if cheapest else None,
+                "cost_change_vs_it": mine["cost"] / cheapest["cost"] - 1 if cheapest else None,
+            }
+        )
+    changes = [p["cost_change_vs_it"] for p in per if p["cost_change_vs_it"] is not None]
+    mean_change = sum(changes) / len(changes) if changes else None
+    out = {
+        "experiment": "figure6-end-to-end",
+        "seed": exp.seed,
+        "queries_per_day": exp.queries_per_day,
+        "tau": exp.tau,
+        "history_days": history,
+        "rows": rows,
+        "per_scenario": per,
+        "mean_cost_change_vs_cheapest_baseline_meeting_tau": mean_change,
+        "goal": {
+            "autoslo_meets_tau_everywhere": all(p["autoslo_meets_tau"] for p in per),
+            "cost_reduction_at_least": PAPER_FIGURE6_COST_REDUCTION,
+            "met": all(p["autoslo_meets_tau"] for p in per) and mean_change is not None and -mean_change >= PAPER_FIGURE6_COST_REDUCTION,
+        },
+    }
+    if plot:
+        _plot_figure6(out, Path(plot))
+    return out
+
+
+def _plot_figure6(out: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenarios = list(dict.fromkeys(r["scenario"] for r in out["rows"]))
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.2 * len(scenarios), 3.6), squeeze=False)
+    markers = {"AutoSLO": "^", "1 x 64 RPU": "o", "2 x 32 RPU, round robin": "h", "RAIS-like balanced": "D", "RAIS-like high performance": "s", "Snowflake standard": "P", "Snowflake economy": "X"}
+    for ax, s in zip(axes[0], scenarios):
+        for r in (r for r in out["rows"] if r["scenario"] == s):
+            color = "green" if r["method"] == "AutoSLO" else ("tab:blue" if "RPU" in r["method"] else "tab:red")
+            ax.scatter(r["cost"], r["violation_rate"], marker=markers.get(r["method"], "o"), color=color, s=60, label=r["method"])
+        ax.axhline(out["tau"], color="green", linestyle="--", linewidth=1)
+        ax.set_title(s, fontsize=9)
+        ax.set_xlabel("cost ($)")
+        ax.set_ylabel("SLO violation rate")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def experiment(seed: int = 0, queries_per_day: float | None = None, target_days: Sequence[int] | None = None, kappas: Sequence[float] | None = None, history: Sequence[int] | None = None, settings: TunerSettings | None = None) -> TunerExperiment:
+    """A :class:`TunerExperiment` with the given fields changed."""
+    e = TunerExperiment(seed=seed)
+    if queries_per_day is not None:
+        e = replace(e, queries_per_day=queries_per_day)
+    if target_days is not None:
+        e = replace(e, target_days=tuple(target_days))
+    if kappas is not None:
+        e = replace(e, kappas=tuple(kappas))
+    if history is not None:
+        e = replace(e, history=tuple(history))
+    if settings is not None:
+        e = replace(e, settings=settings)
+    return e

@@ -1,0 +1,522 @@
+"""The Policy Tuner (§7): plan tomorrow's execution configuration from history.
+
+- :class:`Reservoir`: the Workload Reservoir, on disk. A count table (date, hour, query text,
+  tenant, class → count) and an arrivals table (date, hour, second offset within the hour, a
+  bounded uniform sample per hour), one Parquet partition per day, each file written atomically.
+- :func:`forecast`: the Workload Forecaster (same weekday and hour, decay λ^(k−1); or the
+  previous day; or an equal 7-day window), N seeded forecasts split into training and validation.
+- :func:`simulate_batch`: SimulateBatch, configurations × workloads on the Workload Simulator in
+  parallel (rayon), with a progress bar.
+- :func:`tune`: forecast → ScheduleSpinups (Algorithms 4–5) → Configuration Tuner, returning an
+  :class:`ExecutionConfig` that ``autoslo emulate --config`` and the live control plane run.
+
+Dates are calendar days; inside the tables they are stored as days since 1970-01-01.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import yaml
+
+from autoslo import _core
+from autoslo.bundled import predictor_for
+
+EPOCH = dt.date(1970, 1, 1)
+DAY_S = 86_400.0
+
+
+def day_number(day: dt.date | str) -> int:
+    """Days since 1970-01-01 of a date (or an ISO ``YYYY-MM-DD`` string)."""
+    if isinstance(day, str):
+        try:
+            day = dt.date.fromisoformat(day)
+        except ValueError:
+            raise ValueError(f"not a date: {day!r} (use YYYY-MM-DD)") from None
+    return (day - EPOCH).days
+
+
+def day_of(number: int) -> dt.date:
+    return EPOCH + dt.timedelta(days=int(number))
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution configurations
+
+
+class ExecutionConfig:
+    """An execution configuration: initial clusters, scheduled spinups, the autoscaler's
+    parameters and the routing policy. Validated by the core on creation (unknown keys, bad
+    values and unknown policies are errors that name the field)."""
+
+    def __init__(self, data: Mapping[str, Any] | str) -> None:
+        text = data if isinstance(data, str) else json.dumps(dict(data))
+        self._data: dict[str, Any] = json.loads(_core.validate_execution_config(text))
+
+    @classmethod
+    def fixed(cls, clusters: Sequence[int], routing: str = "autoslo") -> ExecutionConfig:
+        """A fixed cluster set (no autoscaler, no schedule)."""
+        return cls({"initial_clusters": [int(c) for c in clusters], "autoscaler": None, "routing": routing})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ExecutionConfig:
+        """Read a YAML (or JSON) configuration file."""
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as e:
+            raise _core.AutoSloCoreError(f"{p}: not valid YAML ({e})") from None
+        if not isinstance(data, dict):
+            raise _core.AutoSloCoreError(f"{p}: an execution configuration is a mapping with `initial_clusters`, `scheduled_spinups`, `autoscaler`, `routing`")
+        try:
+            return cls(data)
+        except _core.AutoSloCoreError as e:
+            raise _core.AutoSloCoreError(f"{p}: {e}") from None
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write as YAML, atomically (a reader never sees half a file)."""
+        text = "# AutoSLO execution configuration (autoslo emulate --config, autoslo.control_plane(config=...))\n"
+        text += yaml.safe_dump(self._data, sort_keys=False)
+        with _atomic(Path(path)) as tmp:
+            tmp.write_text(text)
+
+    def to_json(self) -> str:
+        return json.dumps(self._data)
+
+    def as_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._data))
+
+    @property
+    def initial_clusters(self) -> list[int]:
+        return list(self._data["initial_clusters"])
+
+    @property
+    def scheduled_spinups(self) -> list[tuple[float, int]]:
+        """(time of day in seconds, size in RPU), in time order."""
+        return [(s["at_s"], s["size"]) for s in self._data["scheduled_spinups"]]
+
+    @property
+    def autoscaler(self) -> dict[str, Any] | None:
+        a = self._data["autoscaler"]
+        return dict(a) if a is not None else None
+
+    @property
+    def routing(self) -> str:
+        return str(self._data["routing"])
+
+    @property
+    def provenance(self) -> dict[str, Any] | None:
+        p = self._data.get("provenance")
+        return dict(p) if p else None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExecutionConfig) and self._data == other._data
+
+    def __repr__(self) -> str:
+        ups = ", ".join(f"{s}@{t / 3600:.2f}h" for t, s in self.scheduled_spinups)
+        a = self.autoscaler
+        return f"ExecutionConfig(initial={self.initial_clusters}, spinups=[{ups}], autoscaler={a['policy'] if a else None}, routing={self.routing})"
+
+
+@contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it over ``path`` (atomic on
+    POSIX), on failure remove it: ``path`` is either the old file or the complete new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# The Workload Reservoir
+
+COUNT_SCHEMA = pa.schema(
+    [("date", pa.int64()), ("hour", pa.int64()), ("template", pa.int64()), ("instance", pa.int64()), ("tenant", pa.string()), ("class", pa.string()), ("count", pa.int64())]
+)
+ARRIVAL_SCHEMA = pa.schema([("date", pa.int64()), ("hour", pa.int64()), ("offset_s", pa.float64())])
+
+
+def _bad(row: int, column: str, problem: str) -> _core.AutoSloCoreError:
+    return _core.AutoSloCoreError(f"query log row {row}, column `{column}`: {problem}")
+
+
+def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
+    """(arrival as seconds since 1970-01-01, template, instance, …) of a query log, checked row
+    by row."""
+    for c in ("arrival", "template", "instance"):
+        if c not in log.column_names:
+            raise _core.AutoSloCoreError(f"query log: missing column `{c}` (a query log has arrival, template, instance, and optionally tenant and class)")
+    n = log.num_rows
+    for c in ("arrival", "template", "instance", "tenant", "class"):
+        if c in log.column_names and log[c].null_count:
+            row = int(np.flatnonzero(pc.is_null(log[c]).to_numpy(zero_copy_only=False))[0])
+            raise _bad(row, c, "missing value")
+    arr = log["arrival"]
+    if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
+        if pa.types.is_date(arr.type):
+            arr = pc.cast(arr, pa.timestamp("s"))
+        unit = arr.type.unit
+        scale = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
+        if getattr(arr.type, "tz", None) is not None:
+            arr = pc.cast(arr, pa.timestamp(unit, tz="UTC"))
+        seconds = pc.cast(pc.cast(arr, pa.timestamp(unit)), pa.int64()).to_numpy(zero_copy_only=False) / scale
+        if start_date is not None:
+            raise _core.AutoSloCoreError("query log: `arrival` holds timestamps, so no start date is needed (give one only for arrivals in seconds)")
+    else:
+        if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+            raise _bad(0, "arrival", f"type {arr.type} is neither a timestamp nor seconds")
+        if start_date is None:
+            raise _core.AutoSloCoreError("query log: `arrival` is in seconds; give the calendar date of second 0 as the start date (start_date= or --start-date)")
+        seconds = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False) + day_number(start_date) * DAY_S
+        rel = seconds - day_number(start_date) * DAY_S
+        bad = np.flatnonzero(~np.isfinite(rel) | (rel < 0))
+        if bad.size:
+            raise _bad(int(bad[0]), "arrival", f"{rel[bad[0]]} is not a time ≥ 0 s")
+    ints = {}
+    for c, lo, hi in (("template", 1, 99), ("instance", 1, 65535)):
+        col = log[c]
+        if not pa.types.is_integer(col.type):
+            try:
+                col = pc.cast(col, pa.int64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise _bad(0, c, f"type {col.type} is not an integer") from None
+        v = col.to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = np.flatnonzero((v < lo) | (v > hi))
+        if bad.size:
+            raise _bad(int(bad[0]), c, f"{v[bad[0]]} is outside {lo}–{hi}")
+        ints[c] = v
+    tenant = log["tenant"].to_pylist() if "tenant" in log.column_names else ["default"] * n
+    klass = log["class"].to_pylist() if "class" in log.column_names else ["adhoc"] * n
+    for c, values in (("tenant", tenant), ("class", klass)):
+        for row, v in enumerate(values):
+            if not isinstance(v, str) or not v:
+                raise _bad(row, c, f"{v!r} is not a non-empty name")
+    return seconds, ints["template"], ints["instance"], tenant, klass
+
+
+class Reservoir:
+    """The Workload Reservoir: every query that reached AutoSLO, as counts and sampled arrivals.
+
+    ``path`` is a directory; each calendar day is a partition ``day=YYYY-MM-DD`` with
+    ``counts.parquet`` and ``arrivals.parquet``. Each file is replaced atomically (written beside,
+    then renamed), so a crash mid-append leaves every stored day readable. The arrivals table keeps
+    at most ``max_arrivals_per_hour`` offsets per (date, hour), a uniform sample of all arrivals
+    (weighted reservoir sampling across appends, seeded); the count table is exact.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], max_arrivals_per_hour: int = 2000, seed: int = 0) -> None:
+        if max_arrivals_per_hour < 2:
+            raise ValueError("max_arrivals_per_hour must be ≥ 2 (interarrival gaps need two arrivals)")
+        self.path = Path(path)
+        self.max_arrivals_per_hour = max_arrivals_per_hour
+        self.seed = seed
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def _dir(self, date: int) -> Path:
+        return self.path / f"day={day_of(date).isoformat()}"
+
+    def days(self) -> list[dt.date]:
+        """Stored days, in order."""
+        out = []
+        for d in self.path.glob("day=*"):
+            if (d / "counts.parquet").exists():
+                out.append(dt.date.fromisoformat(d.name[4:]))
+        return sorted(out)
+
+    def append(self, log: pa.Table, start_date: dt.date | str | None = None, replace: bool = False) -> list[dt.date]:
+        """Add a query log: columns ``arrival`` (timestamps, or seconds from ``start_date``),
+        ``template``, ``instance``, optional ``tenant`` and ``class``. A malformed row raises
+        :class:`autoslo.AutoSloCoreError` naming the row and the column. With ``replace=True`` the
+        days in ``log`` replace what is stored for them (re-ingesting a day is idempotent);
+        otherwise they are added to it. Returns the days written."""
+        seconds, template, instance, tenant, klass = _log_columns(log, start_date)
+        if log.num_rows == 0:
+            return []
+        date = np.floor(seconds / DAY_S).astype(np.int64)
+        within = seconds - date * DAY_S
+        hour = np.minimum((within // 3600).astype(np.int64), 23)
+        offset = np.minimum(within - hour * 3600.0, np.nextafter(3600.0, 0))
+        rows = pa.table({"date": date, "hour": hour, "template": template, "instance": instance, "tenant": tenant, "class": klass})
+        written = []
+        for d in np.unique(date):
+            sel = date == d
+            new_counts = rows.filter(pa.array(sel)).group_by(["date", "hour", "template", "instance", "tenant", "class"]).aggregate([("date", "count")]).rename_columns(
+                ["date", "hour", "template", "instance", "tenant", "class", "count"]
+            )
+            new_counts = new_counts.select(COUNT_SCHEMA.names).cast(COUNT_SCHEMA)
+            new_arr = pa.table({"date": date[sel], "hour": hour[sel], "offset_s": offset[sel]}, schema=ARRIVAL_SCHEMA)
+            self._merge_day(int(d), new_counts, new_arr, replace)
+            written.append(day_of(int(d)))
+        return written
+
+    def _merge_day(self, date: int, counts: pa.Table, arrivals: pa.Table, replace: bool) -> None:
+        part = self._dir(date)
+        old_n: dict[int, int] = {}
+        if not replace and (part / "counts.parquet").exists():
+            old_counts = pq.read_table(part / "counts.parquet", schema=COUNT_SCHEMA)
+            old_arr = pq.read_table(part / "arrivals.parquet", schema=ARRIVAL_SCHEMA) if (part / "arrivals.parquet").exists() else ARRIVAL_SCHEMA.empty_table()
+            for h, n in zip(*[c.to_pylist() for c in old_counts.group_by("hour").aggregate([("count", "sum")]).columns]):
+                old_n[h] = n
+            counts = pa.concat_tables([old_counts, counts]).group_by(["date", "hour", "template", "instance", "tenant", "class"]).aggregate([("count", "sum")])
+            counts = counts.rename_columns([*COUNT_SCHEMA.names[:-1], "count"]).select(COUNT_SCHEMA.names).cast(COUNT_SCHEMA)
+        else:
+            old_arr = ARRIVAL_SCHEMA.empty_table()
+        arrivals = self._sample(date, old_arr, old_n, arrivals)
+        counts = counts.sort_by([("hour", "ascending"), ("template", "ascending"), ("instance", "ascending"), ("tenant", "ascending"), ("class", "ascending")])
+        part.mkdir(parents=True, exist_ok=True)
+        # Arrivals first: a crash between the two renames leaves the day's old counts (the day's
+        # presence is its counts file) with a newer arrival sample, never a broken file.
+        with _atomic(part / "arrivals.parquet") as tmp:
+            pq.write_table(arrivals, tmp)
+        with _atomic(part / "counts.parquet") as tmp:
+            pq.write_table(counts, tmp)
+
+    def _sample(self, date: int, old: pa.Table, old_n: dict[int, int], new: pa.Table) -> pa.Table:
+        """Per hour, at most ``max_arrivals_per_hour`` offsets: a uniform sample of old and new
+        arrivals, each kept old offset standing for (old arrivals) / (kept) of them."""
+        rng = np.random.default_rng([self.seed, date & 0xFFFFFFFF, old.num_rows, new.num_rows])
+        oh, oo = old["hour"].to_numpy(), old["offset_s"].to_numpy()
+        nh, no = new["hour"].to_numpy(), new["offset_s"].to_numpy()
+        hours, offs = [], []
+        for h in range(24):
+            a, b = oo[oh == h], no[nh == h]
+            w = np.concatenate([np.full(a.size, old_n.get(h, a.size) / max(a.size, 1)), np.ones(b.size)])
+            v = np.concatenate([a, b])
+            if v.size > self.max_arrivals_per_hour:
+                # Efraimidis–Spirakis: the k largest u^(1/w) are a weighted sample without replacement.
+                keys = rng.random(v.size) ** (1.0 / w)
+                v = v[np.argpartition(-keys, self.max_arrivals_per_hour)[: self.max_arrivals_per_hour]]
+            v.sort()
+            hours.append(np.full(v.size, h, dtype=np.int64))
+            offs.append(v)
+        hour = np.concatenate(hours)
+        return pa.table({"date": np.full(hour.size, date, dtype=np.int64), "hour": hour, "offset_s": np.concatenate(offs)}, schema=ARRIVAL_SCHEMA)
+
+    def tables(self, days: Sequence[dt.date] | None = None) -> tuple[pa.Table, pa.Table]:
+        """(counts, arrivals) of ``days`` (default: all stored), dates as days since 1970-01-01."""
+        days = self.days() if days is None else list(days)
+        counts, arrivals = [], []
+        for d in days:
+            part = self._dir(day_number(d))
+            if not (part / "counts.parquet").exists():
+                raise _core.AutoSloCoreError(f"the reservoir at {self.path} holds no day {d}")
+            counts.append(pq.read_table(part / "counts.parquet", schema=COUNT_SCHEMA))
+            if (part / "arrivals.parquet").exists():
+                arrivals.append(pq.read_table(part / "arrivals.parquet", schema=ARRIVAL_SCHEMA))
+        c = pa.concat_tables(counts) if counts else COUNT_SCHEMA.empty_table()
+        a = pa.concat_tables(arrivals) if arrivals else ARRIVAL_SCHEMA.empty_table()
+        return c, a
+
+    def history(self, before: dt.date | str, days: int | None = None) -> list[dt.date]:
+        """The stored days before ``before``: all, or the last ``days`` calendar days."""
+        b = day_number(before)
+        return [d for d in self.days() if day_number(d) < b and (days is None or b - day_number(d) <= days)]
+
+    def queries(self, days: Sequence[dt.date] | None = None) -> int:
+        """Queries counted over ``days`` (default: all)."""
+        c, _ = self.tables(days)
+        return int(pc.sum(c["count"]).as_py() or 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forecasts, SimulateBatch, tuning
+
+
+@dataclass
+class Forecasts:
+    """Forecasted workloads for one day."""
+
+    training: list[pa.Table]
+    validation: list[pa.Table]
+    #: The policy that produced them (``decay`` falls back to ``previous-day`` without a same-weekday day).
+    policy: str
+    days_used: list[dt.date]
+
+
+def forecast(
+    reservoir: Reservoir,
+    day: dt.date | str,
+    *,
+    history_days: int | None = None,
+    kappa: float = 2.0,
+    policy: str = "decay",
+    decay: float = 0.5,
+    forecasts: int = 20,
+    training_share: float = 0.6,
+    seed: int = 0,
+) -> Forecasts:
+    """Forecast ``day``'s workload from the reservoir's days before it (the last ``history_days``
+    calendar days, or all). SLOs are ``kappa`` × the per-template baseline."""
+    days = reservoir.history(day, history_days)
+    if not days:
+        raise _core.AutoSloCoreError(f"the reservoir holds no day before {day}: nothing to forecast from")
+    counts, arrivals = reservoir.tables(days)
+    tr, va, used, days_used = _core.forecast(
+        counts, arrivals, [day_number(d) for d in days], day_number(day), kappa=kappa, policy=policy, decay=decay, forecasts=forecasts, training_share=training_share, seed=seed
+    )
+    return Forecasts(training=tr, validation=va, policy=used, days_used=[day_of(d) for d in days_used])
+
+
+def _progress_bar(enabled: bool, desc: str) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    if not enabled:
+        return None, lambda: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=0, unit="sim", desc=desc)
+
+    def update(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.update(done - bar.n)
+
+    return update, bar.close
+
+
+def simulate_batch(
+    configs: Sequence[ExecutionConfig],
+    workloads: Sequence[pa.Table],
+    *,
+    predictor: _core.Predictor | None = None,
+    keep_logs: bool = False,
+    spinup_s: float = 300.0,
+    progress: bool = False,
+) -> list[list[dict[str, Any]]]:
+    """SimulateBatch: ``R[i][j]`` is configuration ``i`` on workload ``j`` in the Workload
+    Simulator (violation rate, cost, clusters; per-query ``arrival``/``end``/``violated`` with
+    ``keep_logs``). Runs on all cores; Ctrl-C stops it cleanly (``KeyboardInterrupt``)."""
+    update, close = _progress_bar(progress, "SimulateBatch")
+    try:
+        return _core.simulate_batch([c.to_json() for c in configs], list(workloads), predictor_for(True, predictor), keep_logs=keep_logs, spinup_s=spinup_s, progress=update)
+    finally:
+        close()
+
+
+@dataclass
+class TunerSettings:
+    """The Policy Tuner's settings (defaults: the reference implementation's values).
+
+    ``initial_clusters``: the initial cluster sets whose configurations ScheduleSpinups evolves;
+    ``autoscaler``: the autoscaler of every candidate (a dict of ``AutoscalerKnobs`` fields, or
+    ``None`` for scheduled spinups only); ``forecasts`` × ``training_share`` forecasts train, the
+    rest validate; ``eta`` (η) spinups at most, ``phi`` (φ) attempts per round, ``spinup_sizes``
+    (S); ``delinquent_k`` (k) and ``sigma_min_s`` (σ_min) of FindGoodSpinupTime; the
+    Configuration Tuner's ``strategy`` (``grid``, ``random``, ``coordinate-descent``), ``budget``
+    and ``top_k`` over ``space`` (knob → values; ``{}`` for the reference ranges, ``None`` to skip
+    the Configuration Tuner)."""
+
+    tau: float = 0.1
+    tau_simulated: float | None = None
+    initial_clusters: list[list[int]] = field(default_factory=lambda: [[16], [32]])
+    autoscaler: dict[str, Any] | None = field(default_factory=dict)
+    routing: str = "autoslo"
+    forecast_policy: str = "decay"
+    decay: float = 0.5
+    arrivals: str = "deciles"
+    forecasts: int = 20
+    training_share: float = 0.6
+    seed: int = 0
+    eta: int = 5
+    phi: int = 3
+    spinup_sizes: list[int] = field(default_factory=lambda: [16, 32])
+    delinquent_k: int | None = None
+    sigma_min_s: float = 1800.0
+    alpha: str = "mean"
+    strategy: str = "coordinate-descent"
+    budget: int = 1
+    top_k: int = 3
+    space: dict[str, list[Any]] | None = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        d: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None and k not in ("space", "autoscaler")}
+        d["autoscaler"] = self.autoscaler
+        if self.space is None:
+            d["space"] = {}
+        elif self.space:
+            d["space"] = self.space
+        return _core.tuner_settings(json.dumps(d))
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` produced: the configuration and how it was chosen."""
+
+    config: ExecutionConfig
+    report: dict[str, Any]
+
+    @property
+    def validation_violation_rate(self) -> float:
+        return float(self.report["validation_violation_rate"])
+
+    @property
+    def validation_cost(self) -> float:
+        return float(self.report["validation_cost"])
+
+
+def tune(
+    reservoir: Reservoir,
+    day: dt.date | str,
+    *,
+    settings: TunerSettings | None = None,
+    history_days: int | None = None,
+    kappa: float = 2.0,
+    predictor: _core.Predictor | None = None,
+    spinup_s: float = 300.0,
+    progress: bool = False,
+) -> TuneResult:
+    """Tune ``day``'s execution configuration from the reservoir's history (the last
+    ``history_days`` days before it, or all): forecast, ScheduleSpinups, Configuration Tuner.
+    With no history it returns the first initial configuration untuned (the "no past data"
+    baseline), and says so in the report."""
+    settings = settings or TunerSettings()
+    spec = settings.to_json()
+    days = reservoir.history(day, history_days)
+    if not days:
+        first = json.loads(spec)
+        cfg = ExecutionConfig(
+            {
+                "initial_clusters": first["initial_clusters"][0],
+                "autoscaler": None if first["autoscaler"] is None else {**first["autoscaler"], "tau": first["tau"]},
+                "routing": first["routing"],
+                "provenance": {"generated_by": f"autoslo {_core.__version__}", "day": str(day), "history_days": 0, "tau": first["tau"]},
+            }
+        )
+        return TuneResult(cfg, {"history_days": 0, "tuned": False, "simulations": 0})
+    counts, arrivals = reservoir.tables(days)
+    update, close = _progress_bar(progress, "tuning")
+    try:
+        r = _core.tune(counts, arrivals, [day_number(d) for d in days], day_number(day), predictor_for(True, predictor), spec=spec, kappa=kappa, spinup_s=spinup_s, progress=update)
+    finally:
+        close()
+    r["history_days"] = len(days)
+    r["tuned"] = True
+    r["days_used"] = [day_of(d).isoformat() for d in r["days_used"]]
+    return TuneResult(ExecutionConfig(r.pop("config")), r)
+
+
+def find_good_spinup_time(
+    logs: Sequence[Mapping[str, Sequence[Any]]], tau_target: float = 0.1, k: int = 1, spinup_s: float = 300.0, sigma_min_s: float = 1800.0
+) -> list[float]:
+    """FindGoodSpinupTime (Algorithm 5) over per-workload logs (dicts with ``arrival``, ``end``,
+    ``violated``, as :func:`simulate_batch` returns with ``keep_logs=True``)."""
+    return _core.find_good_spinup_time(
+        [(list(map(float, g["arrival"])), list(map(float, g["end"])), [bool(v) for v in g["violated"]]) for g in logs], tau_target=tau_target, k=k, spinup_s=spinup_s, sigma_min_s=sigma_min_s
+    )

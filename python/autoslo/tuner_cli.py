@@ -1,0 +1,140 @@
+"""``autoslo reservoir`` and ``autoslo tune``: the Policy Tuner's command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import yaml
+
+from autoslo.bundled import load
+from autoslo.tables import fmt_table
+from autoslo.tuner import Reservoir, TunerSettings, tune
+
+
+def read_log(path: str | Path) -> pa.Table:
+    """A query log from Parquet or CSV (by extension)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no query log at {p}")
+    if p.suffix.lower() == ".csv":
+        return pcsv.read_csv(p)
+    return pq.read_table(p)
+
+
+def cmd_reservoir_add(args: argparse.Namespace) -> int:
+    r = Reservoir(args.reservoir, max_arrivals_per_hour=args.max_arrivals_per_hour)
+    days = r.append(read_log(args.log), start_date=args.start_date, replace=args.replace)
+    print(json.dumps({"reservoir": str(r.path), "days_written": [d.isoformat() for d in days], "days_stored": len(r.days())}))
+    return 0
+
+
+def cmd_reservoir_show(args: argparse.Namespace) -> int:
+    r = Reservoir(args.reservoir)
+    rows = [{"day": d.isoformat(), "weekday": d.strftime("%a"), "queries": r.queries([d])} for d in r.days()]
+    if args.json:
+        print(json.dumps(rows))
+    elif rows:
+        print(fmt_table(rows, ["day", "weekday", "queries"]))
+    else:
+        print(f"the reservoir at {r.path} is empty")
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> TunerSettings:
+    data: dict[str, Any] = {}
+    if args.settings:
+        loaded = yaml.safe_load(Path(args.settings).read_text())
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{args.settings}: tuner settings are a mapping of setting → value")
+        known = set(TunerSettings.__dataclass_fields__)
+        unknown = sorted(set(loaded) - known)
+        if unknown:
+            raise ValueError(f"{args.settings}: unknown tuner settings {unknown} (known: {sorted(known)})")
+        data.update(loaded)
+    data["tau"] = args.tau
+    if args.forecasts is not None:
+        data["forecasts"] = args.forecasts
+    if args.seed is not None:
+        data["seed"] = args.seed
+    return TunerSettings(**data)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    result = tune(
+        Reservoir(args.reservoir),
+        args.day,
+        settings=settings,
+        history_days=args.history_days,
+        kappa=args.kappa,
+        predictor=load(args.model) if args.model else None,
+        progress=not args.json,
+    )
+    result.config.save(args.out)
+    if args.json:
+        print(json.dumps({"config": result.config.as_dict(), "report": result.report}, default=str))
+        return 0
+    rep = result.report
+    if not rep["tuned"]:
+        print(f"no history before {args.day}: wrote the untuned configuration to {args.out}")
+        return 0
+    print(f"tuned {args.day} from {rep['history_days']} days of history ({rep['forecast_policy']} forecasts from {', '.join(rep['days_used'])})")
+    print(f"{rep['training_forecasts']} training + {rep['validation_forecasts']} validation forecasts, {rep['forecast_queries']:.0f} queries each on average; {rep['simulations']} simulations")
+    cands = [
+        {
+            "initial": "+".join(map(str, c["initial_clusters"])),
+            "scheduled spinups": " ".join(f"{s}@{t / 3600:.2f}h" for t, s in c["scheduled_spinups"]) or "-",
+            "train VR": c["training"][0],
+            "train cost": c["training"][1],
+            "val VR": c["validation"][0],
+            "val cost": c["validation"][1],
+        }
+        for c in rep["schedule_candidates"]
+    ]
+    print(fmt_table(cands, list(cands[0])))
+    print(f"\nchosen: {result.config}")
+    print(f"validation (simulated): violation rate {result.validation_violation_rate:.4f}, cost ${result.validation_cost:.2f}")
+    print(f"wrote {args.out} (run it: autoslo emulate --config {args.out} ...)")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``reservoir`` and ``tune`` to the ``autoslo`` command line."""
+    p = sub.add_parser("reservoir", help="the Workload Reservoir: add query logs, list days", description="The Workload Reservoir the Policy Tuner forecasts from.")
+    rs = p.add_subparsers(dest="action", required=True)
+    a = rs.add_parser("add", help="add a query log (Parquet or CSV: arrival, template, instance, [tenant, class])")
+    a.add_argument("--reservoir", required=True, metavar="DIR")
+    a.add_argument("--log", required=True, metavar="FILE", help="query log or workload (.parquet or .csv); `autoslo workload` writes one")
+    a.add_argument("--start-date", dest="start_date", metavar="YYYY-MM-DD", help="calendar date of second 0, when arrivals are seconds")
+    a.add_argument("--replace", action="store_true", help="replace the stored days the log covers (re-ingesting a day is idempotent)")
+    a.add_argument("--max-arrivals-per-hour", dest="max_arrivals_per_hour", type=int, default=2000, help="arrival offsets kept per hour (default 2000)")
+    a.set_defaults(func=cmd_reservoir_add)
+    s = rs.add_parser("show", help="list the stored days")
+    s.add_argument("--reservoir", required=True, metavar="DIR")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_reservoir_show)
+
+    p = sub.add_parser(
+        "tune",
+        help="plan a day: forecast, schedule spinups, tune the autoscaler; write the execution configuration",
+        description="The Policy Tuner (§7): forecast DAY from the reservoir, run ScheduleSpinups and the Configuration Tuner on the Workload Simulator, and write the execution configuration as YAML.",
+    )
+    p.add_argument("--reservoir", required=True, metavar="DIR")
+    p.add_argument("--day", required=True, metavar="YYYY-MM-DD", help="the day to plan")
+    p.add_argument("--tau", type=float, default=0.1, help="target violation rate τ (default 0.1)")
+    p.add_argument("--out", required=True, metavar="CONFIG.yaml")
+    p.add_argument("--history-days", dest="history_days", type=int, help="use only the last N days before DAY (default: all)")
+    p.add_argument("--kappa", type=float, default=2.0, help="SLO = κ × per-template baseline for the forecast queries (default 2)")
+    p.add_argument("--forecasts", type=int, help="forecasts N (default 20, 60 %% for training)")
+    p.add_argument("--seed", type=int, help="seed of the forecasts and the search (default 0)")
+    p.add_argument("--settings", metavar="FILE.yaml", help="tuner settings (any field of autoslo.tuner.TunerSettings)")
+    p.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    p.add_argument("--json", action="store_true", help="print the configuration and the report as JSON")
+    p.set_defaults(func=cmd_tune)
+

@@ -1,0 +1,220 @@
+//! The Policy Tuner from Python: conversions only. Long calls run the core on a worker thread
+//! while this thread reports progress and watches for Ctrl-C.
+
+use std::time::Duration;
+
+use autoslo_core::simulator::SimulatorConfig;
+use autoslo_core::billing::BillingPolicy;
+use autoslo_core::router::RouterOptions;
+use autoslo_core::tuner::{self, ArrivalModel, BatchControl, BatchSettings, ExecutionConfig, ForecastPolicy, ForecastSettings, LoggedQuery, RayonBackend, SpinupTimeParams, TunerSpec};
+use autoslo_core::Result as CoreResult;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3_arrow::PyTable;
+
+use crate::predictor::PyPredictor;
+use crate::{err, slo_table, workload_in, workload_out, AutoSloCoreError};
+
+/// Run `work` off this thread; every 100 ms call `progress(done, total)` (if given) and check
+/// for Ctrl-C, cancelling the work (which then returns `Interrupted`).
+fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: impl FnOnce(&BatchControl) -> CoreResult<T> + Send) -> PyResult<T> {
+    let control = BatchControl::new();
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| work(&control));
+        while !h.is_finished() {
+            py.detach(|| std::thread::sleep(Duration::from_millis(100)));
+            let stop = py.check_signals().is_err()
+                || match progress {
+                    Some(cb) => {
+                        let (done, total) = control.progress();
+                        cb.call1(py, (done, total)).map(|r| matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(true)
+                    }
+                    None => false,
+                };
+            if stop {
+                control.cancel();
+            }
+        }
+        h.join().map_err(|_| AutoSloCoreError::new_err("the tuner's worker thread panicked"))
+    })?;
+    if let Some(cb) = progress {
+        let (done, total) = control.progress();
+        cb.call1(py, (done, total))?;
+    }
+    out.map_err(err)
+}
+
+fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool) -> BatchSettings {
+    let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
+    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
+}
+
+/// Parse and validate an execution configuration (JSON); returns it normalised (JSON).
+#[pyfunction]
+pub fn validate_execution_config(text: &str) -> PyResult<String> {
+    Ok(ExecutionConfig::from_json(text).map_err(err)?.to_json())
+}
+
+/// Validate tuner settings (JSON) and return them with every default filled in (JSON).
+#[pyfunction]
+pub fn tuner_settings(text: &str) -> PyResult<String> {
+    let s = TunerSpec::from_json(text).map_err(err)?;
+    s.params(300.0).map_err(err)?;
+    Ok(serde_json::to_string(&s).expect("settings serialize"))
+}
+
+/// Forecast day `target` (days since 1970-01-01) from the reservoir's tables.
+/// Returns (training workloads, validation workloads, policy used, days used).
+#[pyfunction]
+#[pyo3(signature = (counts, arrivals, days, target, kappa=2.0, policy="decay", decay=0.5, forecasts=20, training_share=0.6, seed=0, arrival_model="deciles"))]
+#[allow(clippy::too_many_arguments)]
+pub fn forecast(
+    py: Python<'_>,
+    counts: PyTable,
+    arrivals: PyTable,
+    days: Vec<i32>,
+    target: i32,
+    kappa: f64,
+    policy: &str,
+    decay: f64,
+    forecasts: usize,
+    training_share: f64,
+    seed: u64,
+    arrival_model: &str,
+) -> PyResult<(Vec<Py<PyAny>>, Vec<Py<PyAny>>, String, Vec<i32>)> {
+    let h = crate::convert::history_in(counts, arrivals, days)?;
+    let slo = slo_table(kappa, None, None, None)?;
+    let s = ForecastSettings { policy: ForecastPolicy::parse(policy, decay).map_err(err)?, forecasts, training_share, seed, arrivals: ArrivalModel::parse(arrival_model).map_err(err)?, ..ForecastSettings::default() };
+    let f = py.detach(|| tuner::forecast(&h, target, &slo, &s)).map_err(err)?;
+    let out = |ws: &[autoslo_core::workload::Workload]| ws.iter().map(|w| workload_out(py, w)).collect::<PyResult<Vec<_>>>();
+    Ok((out(&f.training)?, out(&f.validation)?, f.policy_used.to_string(), f.days_used))
+}
+
+fn outcome_dict<'py>(py: Python<'py>, o: &tuner::SimOutcome) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("queries", o.queries)?;
+    d.set_item("violations", o.violations)?;
+    d.set_item("violation_rate", o.violation_rate())?;
+    d.set_item("cost", o.cost)?;
+    d.set_item("clusters", o.clusters)?;
+    if !o.log.is_empty() {
+        d.set_item("arrival", o.log.iter().map(|q| q.arrival).collect::<Vec<_>>())?;
+        d.set_item("end", o.log.iter().map(|q| q.end).collect::<Vec<_>>())?;
+        d.set_item("violated", o.log.iter().map(|q| q.violated).collect::<Vec<_>>())?;
+    }
+    Ok(d)
+}
+
+/// SimulateBatch: configurations (JSON) × workloads on the Workload Simulator, in parallel.
+/// Returns R[i][j] as dicts (violation_rate, cost, …, and per-query logs with `keep_logs`).
+#[pyfunction]
+#[pyo3(signature = (configs, workloads, predictor, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_batch(
+    py: Python<'_>,
+    configs: Vec<String>,
+    workloads: Vec<PyTable>,
+    predictor: Bound<'_, PyPredictor>,
+    keep_logs: bool,
+    timeout_s: Option<f64>,
+    spinup_s: f64,
+    teardown_s: f64,
+    price_per_rpu_hour: f64,
+    billing_minimum_s: f64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Vec<Vec<Py<PyDict>>>> {
+    let configs = configs.iter().map(|c| ExecutionConfig::from_json(c)).collect::<CoreResult<Vec<_>>>().map_err(err)?;
+    let ws = workloads.into_iter().map(|t| workload_in(t, None, None, None, None)).collect::<PyResult<Vec<_>>>()?;
+    let p = &predictor.get().inner;
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
+    let m = with_progress(py, &progress, |c| tuner::simulate_batch(p, &configs, &ws, &s, &RayonBackend, c))?;
+    m.iter().map(|row| row.iter().map(|o| outcome_dict(py, o).map(Bound::unbind)).collect()).collect()
+}
+
+/// FindGoodSpinupTime over per-workload logs given as (arrival, end, violated) sequences.
+#[pyfunction]
+#[pyo3(signature = (logs, tau_target=0.1, k=1, spinup_s=300.0, sigma_min_s=1800.0))]
+pub fn find_good_spinup_time(logs: Vec<(Vec<f64>, Vec<f64>, Vec<bool>)>, tau_target: f64, k: usize, spinup_s: f64, sigma_min_s: f64) -> PyResult<Vec<f64>> {
+    let logs = logs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (a, e, v))| {
+            if a.len() != e.len() || a.len() != v.len() {
+                return Err(AutoSloCoreError::new_err(format!("log {i}: arrival, end and violated have different lengths")));
+            }
+            Ok(a.into_iter().zip(e).zip(v).map(|((arrival, end), violated)| LoggedQuery { arrival, end, violated }).collect::<Vec<_>>())
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let refs: Vec<&[LoggedQuery]> = logs.iter().map(|l| l.as_slice()).collect();
+    Ok(tuner::find_good_spinup_time(&refs, tau_target, &SpinupTimeParams { k, spinup_s, sigma_min_s }))
+}
+
+/// The Policy Tuner end to end: forecast `target` from the reservoir's tables, ScheduleSpinups,
+/// Configuration Tuner. `spec` is the tuner settings (JSON). Returns a dict with `config` (JSON)
+/// and the report.
+#[pyfunction]
+#[pyo3(signature = (counts, arrivals, days, target, predictor, spec="{}", kappa=2.0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn tune(
+    py: Python<'_>,
+    counts: PyTable,
+    arrivals: PyTable,
+    days: Vec<i32>,
+    target: i32,
+    predictor: Bound<'_, PyPredictor>,
+    spec: &str,
+    kappa: f64,
+    timeout_s: Option<f64>,
+    spinup_s: f64,
+    teardown_s: f64,
+    price_per_rpu_hour: f64,
+    billing_minimum_s: f64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Py<PyDict>> {
+    let h = crate::convert::history_in(counts, arrivals, days)?;
+    let slo = slo_table(kappa, None, None, None)?;
+    let params = TunerSpec::from_json(spec).and_then(|s| s.params(spinup_s)).map_err(err)?;
+    let p = &predictor.get().inner;
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false);
+    let r = with_progress(py, &progress, |c| tuner::tune(p, &h, target, &slo, &params, &s, &RayonBackend, c))?;
+    let d = PyDict::new(py);
+    d.set_item("config", r.config.to_json())?;
+    d.set_item("forecast_policy", r.forecast_policy)?;
+    d.set_item("days_used", r.days_used.clone())?;
+    d.set_item("training_forecasts", r.training_forecasts)?;
+    d.set_item("validation_forecasts", r.validation_forecasts)?;
+    d.set_item("forecast_queries", r.forecast_queries)?;
+    d.set_item("validation_violation_rate", r.validation.0)?;
+    d.set_item("validation_cost", r.validation.1)?;
+    d.set_item("simulations", r.simulations)?;
+    let cands = r
+        .schedule
+        .candidates
+        .iter()
+        .map(|c| {
+            let x = PyDict::new(py);
+            x.set_item("initial_clusters", c.initial.initial_clusters.clone())?;
+            x.set_item("scheduled_spinups", c.best.scheduled_spinups.iter().map(|s| (s.at_s, s.size)).collect::<Vec<_>>())?;
+            x.set_item("training", c.training)?;
+            x.set_item("validation", c.validation)?;
+            Ok(x.unbind())
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("schedule_candidates", cands)?;
+    d.set_item("schedule_chosen", r.schedule.chosen)?;
+    if let Some(t) = &r.tuning {
+        let ev = t
+            .evaluated
+            .iter()
+            .map(|e| {
+                let x = PyDict::new(py);
+                x.set_item("config", e.config.to_json())?;
+                x.set_item("training", e.training)?;
+                x.set_item("validation", e.validation)?;
+                Ok(x.unbind())
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        d.set_item("tuning_candidates", ev)?;
+    }
+    Ok(d.unbind())
+}

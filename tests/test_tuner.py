@@ -1,0 +1,196 @@
+"""The Policy Tuner from Python: reservoir, forecaster, SimulateBatch, FindGoodSpinupTime, tune,
+execution configurations, and the CLI."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+import autoslo
+from autoslo import tuner as T
+from autoslo.cli import main
+
+START = dt.date(2024, 4, 1)  # a Monday
+
+
+@pytest.fixture(scope="module")
+def history() -> pa.Table:
+    return autoslo.redbench_workload(days=8, seed=4, queries_per_day=2500, tenants=2, kappa=2)
+
+
+@pytest.fixture(scope="module")
+def reservoir(history: pa.Table, tmp_path_factory: pytest.TempPathFactory) -> T.Reservoir:
+    r = T.Reservoir(tmp_path_factory.mktemp("reservoir"))
+    r.append(history, start_date=START)
+    return r
+
+
+def test_reservoir_stores_exact_counts_and_a_bounded_arrival_sample(reservoir: T.Reservoir, history: pa.Table) -> None:
+    assert reservoir.days() == [START + dt.timedelta(days=i) for i in range(8)]
+    assert reservoir.queries() == history.num_rows
+    counts, arrivals = reservoir.tables([START])
+    day0 = pc.sum(pc.less(history["arrival"], 86_400.0)).as_py()
+    assert pc.sum(counts["count"]).as_py() == day0
+    assert set(counts["tenant"].to_pylist()) == {"tenant-1", "tenant-2"}
+    assert pc.min(arrivals["offset_s"]).as_py() >= 0 and pc.max(arrivals["offset_s"]).as_py() < 3600
+    # A small cap keeps at most that many offsets per hour, and appending twice doubles the counts.
+    small = T.Reservoir(reservoir.path.parent / "small", max_arrivals_per_hour=10)
+    one_day = history.filter(pc.less(history["arrival"], 86_400.0))
+    small.append(one_day, start_date=START)
+    small.append(one_day, start_date=START)
+    c, a = small.tables()
+    assert pc.sum(c["count"]).as_py() == 2 * one_day.num_rows
+    per_hour = a.group_by("hour").aggregate([("offset_s", "count")])["offset_s_count"].to_pylist()
+    assert max(per_hour) == 10
+    # Re-ingesting with replace is idempotent.
+    small.append(one_day, start_date=START, replace=True)
+    small.append(one_day, start_date=START, replace=True)
+    assert small.queries() == one_day.num_rows
+
+
+def test_reservoir_reads_timestamps_and_csv_and_names_bad_rows(tmp_path: Path) -> None:
+    ts = pa.array([dt.datetime(2024, 5, 1, 9, 0, 5), dt.datetime(2024, 5, 1, 9, 30), dt.datetime(2024, 5, 2, 23, 59, 59)], pa.timestamp("s"))
+    log = pa.table({"arrival": ts, "template": [1, 2, 3], "instance": [1, 1, 2], "tenant": ["a", "a", "b"], "class": ["dashboard", "adhoc", "report"]})
+    r = T.Reservoir(tmp_path / "r")
+    assert r.append(log) == [dt.date(2024, 5, 1), dt.date(2024, 5, 2)]
+    c, a = r.tables([dt.date(2024, 5, 2)])
+    assert c.to_pylist() == [{"date": T.day_number("2024-05-02"), "hour": 23, "template": 3, "instance": 2, "tenant": "b", "class": "report", "count": 1}]
+    assert a["offset_s"].to_pylist() == [3599.0]
+    csv = tmp_path / "log.csv"
+    pcsv.write_csv(log, csv)
+    from autoslo.tuner_cli import read_log
+
+    assert T.Reservoir(tmp_path / "r2").append(read_log(csv)) == [dt.date(2024, 5, 1), dt.date(2024, 5, 2)]
+    bad = log.set_column(1, "template", pa.array([1, 2, 120]))
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"row 2, column `template`: 120"):
+        r.append(bad)
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"row 1, column `tenant`: missing value"):
+        r.append(log.set_column(3, "tenant", pa.array(["a", None, "b"])))
+    with pytest.raises(autoslo.AutoSloCoreError, match="start date"):
+        r.append(pa.table({"arrival": [1.0], "template": [1], "instance": [1]}))
+    with pytest.raises(autoslo.AutoSloCoreError, match="row 0, column `arrival`"):
+        r.append(pa.table({"arrival": [-1.0], "template": [1], "instance": [1]}), start_date="2024-05-01")
+    with pytest.raises(autoslo.AutoSloCoreError, match="missing column `instance`"):
+        r.append(pa.table({"arrival": [1.0], "template": [1]}), start_date="2024-05-01")
+
+
+def test_a_crash_mid_append_loses_nothing_already_stored(reservoir: T.Reservoir, history: pa.Table, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    r = T.Reservoir(tmp_path / "r")
+    day0 = history.filter(pc.less(history["arrival"], 86_400.0))
+    r.append(day0, start_date=START)
+    before = r.tables()
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(T.pq, "write_table", crash)
+    with pytest.raises(OSError, match="disk full"):
+        r.append(day0, start_date=START)
+    monkeypatch.undo()
+    assert r.tables()[0].equals(before[0]) and r.tables()[1].equals(before[1])
+    assert not list(r.path.rglob("*.tmp")), "no temporary file is left behind"
+
+
+def test_forecasts_follow_the_history_and_fall_back_without_a_same_weekday(reservoir: T.Reservoir) -> None:
+    f = T.forecast(reservoir, START + dt.timedelta(days=8), forecasts=5, kappa=4, seed=1)
+    assert (len(f.training), len(f.validation), f.policy, f.days_used) == (3, 2, "decay", [START + dt.timedelta(days=1)])
+    for w in f.training + f.validation:
+        assert autoslo.validate_workload(w).num_rows == w.num_rows
+    assert T.forecast(reservoir, START + dt.timedelta(days=8), forecasts=5, kappa=4, seed=1).training[0].equals(f.training[0])
+    assert T.forecast(reservoir, START + dt.timedelta(days=3), forecasts=2, history_days=2).policy == "previous-day"
+    with pytest.raises(autoslo.AutoSloCoreError, match="no day before"):
+        T.forecast(reservoir, START)
+    with pytest.raises(autoslo.AutoSloCoreError, match="unknown policy"):
+        T.forecast(reservoir, START + dt.timedelta(days=8), policy="crystal-ball")
+
+
+def test_simulate_batch_and_find_good_spinup_time() -> None:
+    ws = [autoslo.base_workload(0.3, seed=s, kappa=2) for s in range(2)]
+    fixed = T.ExecutionConfig.fixed([8])
+    m = T.simulate_batch([fixed, fixed], ws, keep_logs=True)
+    assert [len(r) for r in m] == [2, 2]
+    assert m[0] == m[1], "deterministic"
+    assert len(m[0][0]["arrival"]) == ws[0].num_rows
+    gamma = T.find_good_spinup_time(m[0], tau_target=0.1, k=2)
+    assert gamma == sorted(gamma) and all(t >= 0 for t in gamma)
+    assert gamma, "an 8 RPU cluster at λ = 0.3 congests"
+    with pytest.raises(autoslo.AutoSloCoreError, match="different lengths"):
+        T.find_good_spinup_time([{"arrival": [1.0], "end": [], "violated": [True]}])
+
+
+def test_execution_configs_round_trip_and_reject_unknown_fields(tmp_path: Path) -> None:
+    cfg = T.ExecutionConfig({"initial_clusters": [16], "scheduled_spinups": [{"at_s": 600, "size": 32}]})
+    path = tmp_path / "c.yaml"
+    cfg.save(path)
+    assert T.ExecutionConfig.load(path) == cfg
+    assert cfg.scheduled_spinups == [(600.0, 32)] and cfg.autoscaler["policy"] == "autoslo"
+    path.write_text("initial_clusters: [16]\nautoscaler:\n  t_idel_s: 600\n")
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"c.yaml: .*unknown field `t_idel_s`"):
+        T.ExecutionConfig.load(path)
+    path.write_text("- 16\n")
+    with pytest.raises(autoslo.AutoSloCoreError, match="a mapping"):
+        T.ExecutionConfig.load(path)
+
+
+def test_emulate_runs_a_configuration_with_its_schedule() -> None:
+    wl = autoslo.base_workload(0.2, seed=3, kappa=2)
+    cfg = T.ExecutionConfig({"initial_clusters": [8], "scheduled_spinups": [{"at_s": 100, "size": 16}], "autoscaler": None})
+    r = autoslo.emulate(wl, config=cfg)
+    ups = [e for e in r.events.to_pylist() if e["event"] == "spinup"]
+    assert [(e["size"], e["reason"]) for e in ups] == [(16, "scheduled")]
+    assert 100 <= ups[0]["time"] <= 105
+    with pytest.raises(ValueError, match="config= alone"):
+        autoslo.emulate(wl, [16], config=cfg)
+    with pytest.raises(ValueError, match="initial clusters"):
+        autoslo.emulate(wl)
+    s = autoslo.simulate(wl, config=cfg)
+    assert s.summary()["clusters"] == 2
+
+
+def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
+    day = START + dt.timedelta(days=8)
+    r = T.tune(reservoir, day, settings=settings, kappa=2)
+    assert r.report["tuned"] and r.report["history_days"] == 8
+    assert r.config.provenance["day"] == day.isoformat()
+    assert r.config.initial_clusters in ([8], [16])
+    assert len(r.report["tuning_candidates"]) >= 2
+    none = T.tune(reservoir, START, settings=settings)
+    assert not none.report["tuned"] and none.config.initial_clusters == [8]
+    with pytest.raises(autoslo.AutoSloCoreError, match="unknown field `bogus`"):
+        T.tune(reservoir, day, settings=T.TunerSettings(space={"bogus": [1]}))
+
+    out = tmp_path / "config.yaml"
+    settings_file = tmp_path / "s.yaml"
+    settings_file.write_text("eta: 1\nphi: 1\nspace: null\ninitial_clusters: [[16]]\n")
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--settings", str(settings_file), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["config"]["initial_clusters"] == [16]
+    assert T.ExecutionConfig.load(out).initial_clusters == [16]
+    assert main(["emulate", "--config", str(out), "--workload", "redbench", "--queries-per-day", "1000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] > 0
+    assert main(["emulate", "--config", str(out), "--clusters", "16"]) == 2
+    settings_file.write_text("etta: 1\n")
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--settings", str(settings_file)]) == 2
+    assert "etta" in capsys.readouterr().err
+
+
+def test_reservoir_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wl = tmp_path / "w.parquet"
+    assert main(["workload", "--workload", "redbench", "--days", "2", "--queries-per-day", "500", "--out", str(wl)]) == 0
+    capsys.readouterr()
+    assert main(["reservoir", "add", "--reservoir", str(tmp_path / "r"), "--log", str(wl), "--start-date", "2024-04-01"]) == 0
+    assert json.loads(capsys.readouterr().out)["days_written"] == ["2024-04-01", "2024-04-02"]
+    assert main(["reservoir", "show", "--reservoir", str(tmp_path / "r"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["day"] for r in rows] == ["2024-04-01", "2024-04-02"]
+    assert sum(r["queries"] for r in rows) == pq.read_table(wl).num_rows
+    assert main(["reservoir", "add", "--reservoir", str(tmp_path / "r"), "--log", str(wl)]) == 2
+    assert "start date" in capsys.readouterr().err
