@@ -47,7 +47,7 @@ test: build test-rust test-wheel test-python
 
 bench: deps
 	cargo bench -p autoslo-core --bench emulator
-	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router --bench autoscaler
+	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router --bench autoscaler --bench tuner
 
 calibrate: build
 	autoslo calibrate

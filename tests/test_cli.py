@@ -17,7 +17,7 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, check=check)
 
 
-@pytest.mark.parametrize("sub", ["emulate", "workload", "calibrate", "catalog", "demo"])
+@pytest.mark.parametrize("sub", ["emulate", "workload", "calibrate", "catalog", "demo", "tune", "reservoir"])
 def test_every_subcommand_has_help(sub: str) -> None:
     out = run(sub, "--help").stdout
     assert "usage: autoslo " + sub in out
@@ -93,9 +93,12 @@ def test_calibrate_refuses_the_fit_seed_stream() -> None:
     assert r.returncode != 0 and "fit" in r.stderr
 
 
-def test_demo_prints_its_table() -> None:
-    out = run("demo", "--queries-per-day", "2000").stdout
-    assert "violation_rate" in out and "Per tenant x class" in out and "32+32" in out
+def test_demo_tells_the_whole_story(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fig = tmp_path / "demo.png"
+    out = run("demo", "--queries-per-day", "2000", "--plot", str(fig)).stdout
+    assert "Planned from 8 days of history" in out and "AutoSLO, tuned on the week" in out
+    assert "Snowflake standard" in out and "RAIS-like balanced" in out and "per tenant x class" in out
+    assert fig.stat().st_size > 10_000
 
 
 def test_calibrate_fit_reproduces_the_shipped_parameters(tmp_path) -> None:  # type: ignore[no-untyped-def]

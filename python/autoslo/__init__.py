@@ -33,6 +33,7 @@ from autoslo._core import (
 from autoslo._core import ControlPlane, Router
 from autoslo.autoscaler import AutoscalerConfig, control_plane
 from autoslo.emulation import EmulationResult, calibrate, emulate, simulate
+from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, tune
 from autoslo.workloads import (
     base_workload,
     phased_workload,
@@ -50,6 +51,10 @@ __all__ = [
     "control_plane",
     "BillingTimer",
     "EmulationResult",
+    "ExecutionConfig",
+    "Reservoir",
+    "TunerSettings",
+    "tune",
     "Router",
     "__version__",
     "base_workload",

@@ -95,9 +95,12 @@ def emulate(
     predictor: Predictor | None = None,
     slo_headroom: float = 1.25,
     autoscaler: Mapping[str, object] | None = None,
+    config: str | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
-    ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``; give it or ``schedule``."""
+    ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``, ``schedule`` fixed actions,
+    ``config`` an execution configuration (JSON) carrying both; give at most one of autoscaler
+    and config (a schedule and an autoscaler together run side by side)."""
 
 def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:
     """Compare the emulator with the real Redshift measurements on check seed stream ``seed``
@@ -231,6 +234,7 @@ class ControlPlane:
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
         slo_headroom: float = 1.25,
+        config: str | None = None,
     ) -> None: ...
     def route(self, query_id: int, template: int, instance: int, slo: float) -> int:
         """Route a query arriving now; returns the cluster id."""
@@ -289,5 +293,67 @@ def simulate(
     schedule: Sequence[tuple[float, str, int]] | None = None,
     slo_headroom: float = 1.25,
     autoscaler: Mapping[str, object] | None = None,
+    config: str | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """The Workload Simulator: completions from the predictor; returns (trace, clusters, events)."""
+
+def validate_execution_config(text: str) -> str:
+    """Parse and validate an execution configuration (JSON; unknown fields rejected); returns it
+    normalised as JSON."""
+
+def tuner_settings(text: str) -> str:
+    """Validate Policy Tuner settings (JSON) and return them with every default filled in."""
+
+def forecast(
+    counts: pa.Table,
+    arrivals: pa.Table,
+    days: Sequence[int],
+    target: int,
+    kappa: float = 2.0,
+    policy: str = "decay",
+    decay: float = 0.5,
+    forecasts: int = 20,
+    training_share: float = 0.6,
+    seed: int = 0,
+    arrival_model: str = "deciles",
+) -> tuple[list[pa.Table], list[pa.Table], str, list[int]]:
+    """The Workload Forecaster over the reservoir's tables (dates as days since 1970-01-01):
+    (training workloads, validation workloads, policy used, days used)."""
+
+def simulate_batch(
+    configs: Sequence[str],
+    workloads: Sequence[pa.Table],
+    predictor: Predictor,
+    keep_logs: bool = False,
+    timeout_s: float | None = 3600.0,
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    progress: Callable[[int, int], bool | None] | None = None,
+) -> list[list[dict[str, object]]]:
+    """SimulateBatch: R[i][j] for configuration i (JSON) on workload j, in parallel. ``progress``
+    is called with (done, total) every 100 ms; returning False or Ctrl-C stops the batch."""
+
+def find_good_spinup_time(
+    logs: Sequence[tuple[Sequence[float], Sequence[float], Sequence[bool]]], tau_target: float = 0.1, k: int = 1, spinup_s: float = 300.0, sigma_min_s: float = 1800.0
+) -> list[float]:
+    """FindGoodSpinupTime (Algorithm 5) over per-workload (arrival, end, violated) logs."""
+
+def tune(
+    counts: pa.Table,
+    arrivals: pa.Table,
+    days: Sequence[int],
+    target: int,
+    predictor: Predictor,
+    spec: str = "{}",
+    kappa: float = 2.0,
+    timeout_s: float | None = 3600.0,
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    progress: Callable[[int, int], bool | None] | None = None,
+) -> dict[str, object]:
+    """The Policy Tuner end to end (forecast, ScheduleSpinups, Configuration Tuner): a dict with
+    ``config`` (JSON) and the report."""

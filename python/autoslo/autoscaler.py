@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from os import PathLike
 
 from autoslo import _core
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
+from autoslo.tuner import ExecutionConfig
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,10 @@ def as_spec(autoscaler: AutoscalerConfig | str | None) -> dict[str, object] | No
 
 
 def control_plane(
-    clusters: Sequence[int],
+    clusters: Sequence[int] | None = None,
     autoscaler: AutoscalerConfig | str | None = "autoslo",
     *,
+    config: ExecutionConfig | str | PathLike[str] | None = None,
     routing: str = "autoslo",
     predictor: _core.Predictor | None = None,
     lifecycle: str = "fixed",
@@ -102,7 +105,19 @@ def control_plane(
     with ``cp.route(query_id, template, instance, slo)`` as they arrive and report
     ``cp.complete(query_id)`` as they finish; the autoscaler adds and removes clusters in the
     background (``cp.events()``). ``predictor`` defaults to the bundled Iconq+ when the router or
-    the autoscaler needs it. ``time_scale`` > 1 runs the clock faster (demos and tests)."""
+    the autoscaler needs it. ``time_scale`` > 1 runs the clock faster (demos and tests).
+    ``config`` (an execution configuration or its YAML file, as ``autoslo tune`` writes) sets the
+    clusters, the routing, the autoscaler and the scheduled spinups instead (their times count
+    from the control plane's start)."""
+    if config is not None:
+        if clusters is not None:
+            raise ValueError("an execution configuration sets the clusters: give config= without clusters")
+        cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
+        return _core.ControlPlane(
+            cfg.initial_clusters, predictor=predictor_for(True, predictor), routing=cfg.routing, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed, config=cfg.to_json()
+        )
+    if clusters is None:
+        raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
     spec = as_spec(autoscaler)
     predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
     return _core.ControlPlane(

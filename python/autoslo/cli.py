@@ -198,7 +198,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(queries_per_day=args.queries_per_day, seed=args.seed, kappa=args.kappa, as_json=args.json)
+    return run_demo(queries_per_day=args.queries_per_day, seed=args.seed, kappa=args.kappa, as_json=args.json, plot=None if args.no_plot else args.plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,11 +259,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="compact JSON")
     p.set_defaults(func=cmd_catalog)
 
-    p = sub.add_parser("demo", help="the main job: a day on several cluster configurations", description="Emulate one Redbench-like day on several fixed cluster configurations and compare violation rate and cost, fleet-wide and per tenant × class.")
+    p = sub.add_parser(
+        "demo",
+        help="the whole story: plan a day from a week of history, then emulate it against the baselines",
+        description="Generate a week of Redbench-like history, tune the next day's execution configuration with the Policy Tuner, emulate that day under it, untuned AutoSLO and the scaling users run today, and compare violation rate and cost, fleet-wide and per tenant × class.",
+    )
     p.add_argument("--queries-per-day", type=float, default=20_000, help="weekday queries across tenants (default 20000)")
     p.add_argument("--seed", type=int, default=1, help="seed (default 1)")
     p.add_argument("--kappa", type=float, default=4.0, help="SLO multiplier κ (default 4)")
     p.add_argument("--json", action="store_true", help="print rows as JSON")
+    p.add_argument("--plot", default="autoslo-demo.png", metavar="PNG", help="where to save the cost-vs-violations figure (default autoslo-demo.png)")
+    p.add_argument("--no-plot", dest="no_plot", action="store_true", help="do not save the figure")
     p.set_defaults(func=cmd_demo)
 
     register_predictor(sub)
@@ -291,12 +297,62 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         r.set_defaults(func=cmd_reproduce_autoscaler, table=name)
+    for name, helptext in (
+        ("tuner", "Table 5: tuning with no past data vs 1, 7 and 30 days of history"),
+        ("end-to-end", "Figure 6: AutoSLO tuned on 30 days vs 1x64, 2x32 round robin, RAIS-like and Snowflake scaling"),
+    ):
+        r = rs.add_parser(name, help=helptext)
+        r.add_argument("--seed", type=int, default=0, help="seed of the generated history and the tuner (default 0)")
+        r.add_argument("--queries-per-day", dest="queries_per_day", type=float, default=15_000, help="weekday queries of the generated history (default 15000)")
+        r.add_argument("--target-days", dest="target_days", type=int, nargs="+", help="day indices from 2024-04-01 to plan (default 30 65)")
+        r.add_argument("--kappas", type=float, nargs="+", help="SLO multipliers (default 4 2)")
+        r.add_argument("--forecasts", type=int, help="forecasts per tuning (default 8)")
+        r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+        r.add_argument("--json", action="store_true")
+        if name == "tuner":
+            r.add_argument("--history", type=int, nargs="+", help="days of history to compare (default 0 1 7 30; 0 = no past data)")
+        else:
+            r.add_argument("--plot", metavar="FIG6.png", help="save the figure")
+        r.set_defaults(func=cmd_reproduce_tuner, experiment_name=name)
     r = rs.add_parser("all", help="Tables 2, 3 and 4 at once, written as JSON and a summary page")
     r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
     r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
     r.set_defaults(func=cmd_reproduce_all)
     return parser
+
+
+def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from autoslo.reproduce_tuner import experiment, reproduction_settings, reproduce_end_to_end, reproduce_tuner
+
+    settings = reproduction_settings()
+    if args.forecasts is not None:
+        settings = replace(settings, forecasts=args.forecasts)
+    history = getattr(args, "history", None) or ((0, 1, 7, 30) if args.experiment_name == "tuner" else (30,))
+    exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings)
+    predictor = load(args.model) if args.model else None
+    if args.experiment_name == "tuner":
+        out = reproduce_tuner(exp, predictor=predictor)
+    else:
+        out = reproduce_end_to_end(exp, predictor=predictor, plot=args.plot)
+    if args.json:
+        print(json.dumps(out, indent=1, default=str))
+        return 0
+    key = "history_days" if args.experiment_name == "tuner" else "method"
+    rows = [{"scenario": r["scenario"], key: r[key], "violation_rate": r["violation_rate"], "cost": r["cost"], "clusters": r["clusters"]} for r in out["rows"]]
+    print(fmt_table(rows, ["scenario", key, "violation_rate", "cost", "clusters"]))
+    if args.experiment_name == "tuner":
+        for h, s in out["mean_change_vs_no_past_data"].items():
+            ref = f"  (paper: {s['paper_violation_rate_change']:+.1%})" if s["paper_violation_rate_change"] is not None else ""
+            print(f"{h} days of history: mean violation-rate change {s['mean_violation_rate_change']:+.1%}, cost {s['mean_cost_change']:+.1%} vs no past data{ref}")
+    else:
+        for p in out["per_scenario"]:
+            vs = f"{p['cost_change_vs_it']:+.1%} cost vs {p['cheapest_baseline_meeting_tau']}" if p["cheapest_baseline_meeting_tau"] else "no baseline meets τ"
+            print(f"{p['scenario']}: AutoSLO {'meets' if p['autoslo_meets_tau'] else 'MISSES'} τ; {vs}")
+    print(f"goal met: {out['goal']['met']}")
+    return 0
 
 
 def cmd_reproduce_all(args: argparse.Namespace) -> int:

@@ -1,64 +1,86 @@
-"""``autoslo demo``: the main job on one Redbench-like weekday.
+"""``autoslo demo``: the whole story on one Redbench-like weekday.
 
-The day runs on fixed cluster configurations (round robin, and AutoSLO's Query Router), then with
-the cluster set changed during the day: AutoSLO's Autoscaler (Router + Algorithms 2–3, from one
-16 RPU cluster), and the scaling users pick today (Snowflake's standard multi-cluster policy and a
-RAIS-like price-performance scaler, both with least-outstanding-work routing). Results are reported
-fleet-wide and per tenant × class (a green fleet can hide a red tenant), with the clusters the
-autoscaler spun up and tore down.
+A week of generated history (four tenants; weekly and diurnal patterns, bursts, scheduled reports)
+goes into a Workload Reservoir. The Policy Tuner plans the next day from it (forecasts,
+ScheduleSpinups, Configuration Tuner, all on the Workload Simulator). That day is then emulated
+(the ground truth) under AutoSLO's tuned configuration, under AutoSLO untuned (its autoscaler
+from one 16 RPU cluster, and its router on a fixed 2 × 32 RPU), and under what users run today:
+one 64 RPU cluster, 2 × 32 RPU with round robin, a RAIS-like scaler and Snowflake's multi-cluster
+policies. Results are fleet-wide and per tenant × class (a green fleet can hide a red tenant); a
+figure of cost against violation rate is saved.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import importlib.util
 import json
-from collections import Counter
+import tempfile
+from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from autoslo.autoscaler import AutoscalerConfig
+from autoslo.bundled import predictor_for
 from autoslo.emulation import emulate
+from autoslo.reproduce_tuner import START, HistoryWorld, TunerExperiment, figure6_baselines, outcome, plot_cost_vs_violations, tuned_config
 from autoslo.tables import fmt_table
-from autoslo.workloads import redbench_workload
+from autoslo.tuner import TunerSettings
 
-#: (name, initial clusters, routing, autoscaler) in the order shown.
-RUNS: list[tuple[str, list[int], str, AutoscalerConfig | None]] = [
-    ("fixed 16+16, round robin", [16, 16], "round-robin", None),
-    ("fixed 32+32, round robin", [32, 32], "round-robin", None),
-    ("fixed 32+32, autoslo router", [32, 32], "autoslo", None),
-    ("snowflake-standard from 16", [16], "least-work", AutoscalerConfig(policy="snowflake-standard")),
-    ("rais (balanced) from 16", [16], "least-work", AutoscalerConfig(policy="rais", sizes=(8, 16, 32))),
-    ("autoslo autoscaler from 16", [16], "autoslo", AutoscalerConfig(policy="autoslo", sizes=(8, 16, 32))),
-]
+#: Day index of the planned day (a Tuesday: the history holds the Tuesday before).
+DEMO_DAY = 8
 
 
-def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0, as_json: bool = False) -> int:
-    """Emulate the day under every configuration and print the comparison. Returns an exit code."""
+def demo_settings() -> TunerSettings:
+    """A quick tuning: 6 forecasts, at most 2 scheduled spinups, T_idle searched."""
+    return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": [300.0, 600.0, 1200.0]})
 
-    wl = redbench_workload(days=1, seed=seed, queries_per_day=queries_per_day, tenants=4, kappa=kappa)
-    fleet, groups, scaled = [], [], {}
-    for name, sizes, routing, autoscaler in tqdm(RUNS, desc="configurations", unit="config"):
-        r = emulate(wl, sizes, seed=seed, routing=routing, autoscaler=autoscaler)
-        events = r.events.to_pylist()
-        spinups = [e for e in events if e["event"] == "spinup"]
-        teardowns = [e for e in events if e["event"] == "teardown"]
-        fleet.append({"config": name, **r.summary(), "spinups": len(spinups), "teardowns": len(teardowns)})
-        for g in r.per_tenant_class().to_pylist():
-            groups.append({"config": name, **g})
-        if autoscaler is not None:
-            scaled[name] = events
+
+def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0, as_json: bool = False, plot: str | Path | None = "autoslo-demo.png") -> int:
+    """Plan and emulate the day, print the comparison, save the figure. Returns an exit code."""
+    exp = TunerExperiment(seed=seed, queries_per_day=queries_per_day, target_days=(DEMO_DAY,), kappas=(kappa,), history=(DEMO_DAY,), settings=demo_settings())
+    predictor = predictor_for(True, None)
+    day = START + dt.timedelta(days=DEMO_DAY)
+    with tempfile.TemporaryDirectory() as tmp:
+        world = HistoryWorld(exp, Path(tmp))
+        actual = world.actual(DEMO_DAY, kappa)
+        config, report = tuned_config(world, DEMO_DAY, kappa, DEMO_DAY, predictor)
+    runs = [
+        ("AutoSLO, tuned on the week", None, config, None, None),
+        ("AutoSLO autoscaler from 16, untuned", [16], None, "autoslo", AutoscalerConfig(policy="autoslo", sizes=(16, 32))),
+        ("AutoSLO router, fixed 2 x 32", [32, 32], None, "autoslo", None),
+        *[(name, clusters, None, routing, autoscaler) for name, clusters, routing, autoscaler in figure6_baselines()],
+    ]
+    rows = []
+    for name, clusters, cfg, routing, autoscaler in tqdm(runs, desc="emulating the day", unit="config"):
+        if cfg is not None:
+            r = emulate(actual, config=cfg, seed=seed, predictor=predictor)
+        else:
+            r = emulate(actual, clusters, seed=seed, routing=routing or "round-robin", autoscaler=autoscaler, predictor=predictor)
+        rows.append({"scenario": f"{day.isoformat()} κ={kappa:g}", "method": name, **outcome(r)})
+    out = {"day": day.isoformat(), "kappa": kappa, "tau": exp.tau, "queries": actual.num_rows, "tuned_config": config.as_dict(), "tuning": report, "rows": rows}
+    note = None
+    if plot:
+        if importlib.util.find_spec("matplotlib") is None:
+            note = "no figure: matplotlib is not installed (pip install 'autoslo[notebook]')"
+            plot = None
+        else:
+            plot_cost_vs_violations(out, Path(plot))
     if as_json:
-        print(json.dumps({"fleet": fleet, "per_tenant_class": groups, "cluster_events": scaled}))
+        print(json.dumps(out, default=str))
         return 0
-    print(f"One Redbench-like weekday: {wl.num_rows} queries, 4 tenants, SLO = {kappa} x baseline\n")
-    print(fmt_table(fleet, ["config", "queries", "violation_rate", "timeouts", "cost", "clusters", "spinups", "teardowns"]))
-    print("\nPer tenant x class (attributed cost sums to the billed cost):")
-    print(fmt_table(groups, ["config", "tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
-    worst = max(groups, key=lambda g: g["violation_rate"])
-    print(f"\nWorst tenant x class: {worst['tenant']}/{worst['class']} on {worst['config']} at {worst['violation_rate']:.1%} violations")
-    name = RUNS[-1][0]
-    ups = [e for e in scaled[name] if e["event"] == "spinup"]
-    per_hour = Counter((int(e["time"] // 3600), e["size"]) for e in ups)
-    rows = [{"hour": h, "size": s, "spinups": n} for (h, s), n in sorted(per_hour.items())]
-    print(f"\nClusters the {name} spun up, per hour of the day:")
-    print(fmt_table(rows, ["hour", "size", "spinups"]))
+    print(f"{day.isoformat()} ({day.strftime('%A')}): {actual.num_rows} queries, 4 tenants, SLO = {kappa:g} x baseline, target violation rate τ = {exp.tau}")
+    print(f"Planned from {report['history_days']} days of history: {config}\n")
+    print(fmt_table(rows, ["method", "violation_rate", "cost", "clusters", "spinups"]))
+    groups = [{"method": r["method"], **g} for r in rows for g in r["per_tenant_class"]]
+    worst = sorted(groups, key=lambda g: -g["violation_rate"])[:5]
+    print("\nWorst tenant x class populations (attributed cost sums to the billed cost):")
+    print(fmt_table(worst, ["method", "tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
+    mine = [g for g in groups if g["method"] == rows[0]["method"]]
+    print("\nUnder the tuned configuration, per tenant x class (worst first):")
+    print(fmt_table(sorted(mine, key=lambda g: -g["violation_rate"]), ["tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
+    if plot:
+        print(f"\nfigure: {plot}")
+    elif note:
+        print(f"\n{note}")
     return 0

@@ -66,8 +66,8 @@ class TunerExperiment:
         return [(d, k) for d in self.target_days for k in self.kappas]
 
 
-class _World:
-    """The generated history in a reservoir, and each target day's real workload."""
+class HistoryWorld:
+    """The generated history in a reservoir (``directory``), and each target day's real workload."""
 
     def __init__(self, exp: TunerExperiment, directory: Path) -> None:
         self.exp = exp
@@ -84,7 +84,7 @@ class _World:
         return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
 
 
-def _outcome(r: EmulationResult) -> dict[str, Any]:
+def outcome(r: EmulationResult) -> dict[str, Any]:
     s = r.summary()
     events = r.events.to_pylist()
     return {
@@ -97,7 +97,7 @@ def _outcome(r: EmulationResult) -> dict[str, Any]:
     }
 
 
-def _tuned(world: _World, day: int, kappa: float, history: int, predictor: _core.Predictor) -> tuple[ExecutionConfig, dict[str, Any]]:
+def tuned_config(world: HistoryWorld, day: int, kappa: float, history: int, predictor: _core.Predictor) -> tuple[ExecutionConfig, dict[str, Any]]:
     settings = replace(world.exp.settings, tau=world.exp.tau, seed=world.exp.seed)
     target = START + dt.timedelta(days=day)
     r = tune(world.reservoir, target, settings=settings, history_days=history, kappa=kappa, predictor=predictor)
@@ -116,12 +116,12 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
     predictor = predictor_for(True, predictor)
     rows = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        world = _World(exp, Path(tmp))
+        world = HistoryWorld(exp, Path(tmp))
         jobs = [(d, k, h) for d, k in exp.scenarios() for h in exp.history]
         for d, k, h in tqdm(jobs, desc="Table 5", unit="tuning"):
-            config, report = _tuned(world, d, k, h, predictor)
+            config, report = tuned_config(world, d, k, h, predictor)
             r = emulate(world.actual(d, k), config=config, seed=exp.seed, predictor=predictor)
-            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}, **_outcome(r)})
+            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}, **outcome(r)})
     summary = {}
     for h in exp.history:
         if h == 0:
@@ -154,7 +154,7 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
 
 
 #: Figure 6's baselines: (name, initial clusters, routing, autoscaler).
-def _baselines() -> list[tuple[str, list[int], str, AutoscalerConfig | None]]:
+def figure6_baselines() -> list[tuple[str, list[int], str, AutoscalerConfig | None]]:
     return [
         ("1 x 64 RPU", [64], "round-robin", None),
         ("2 x 32 RPU, round robin", [32, 32], "round-robin", None),
@@ -172,15 +172,15 @@ def reproduce_end_to_end(exp: TunerExperiment | None = None, predictor: _core.Pr
     predictor = predictor_for(True, predictor)
     rows = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        world = _World(exp, Path(tmp))
+        world = HistoryWorld(exp, Path(tmp))
         for d, k in tqdm(exp.scenarios(), desc="Figure 6", unit="scenario"):
             actual = world.actual(d, k)
-            config, report = _tuned(world, d, k, history, predictor)
+            config, report = tuned_config(world, d, k, history, predictor)
             r = emulate(actual, config=config, seed=exp.seed, predictor=predictor)
-            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": "AutoSLO", "config": config.as_dict(), **_outcome(r)})
-            for name, clusters, routing, autoscaler in _baselines():
+            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": "AutoSLO", "config": config.as_dict(), **outcome(r)})
+            for name, clusters, routing, autoscaler in figure6_baselines():
                 r = emulate(actual, clusters, seed=exp.seed, routing=routing, autoscaler=autoscaler, predictor=predictor)
-                rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": name, **_outcome(r)})
+                rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": name, **outcome(r)})
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
     per = []
     for s in scenarios:
@@ -213,11 +213,12 @@ def reproduce_end_to_end(exp: TunerExperiment | None = None, predictor: _core.Pr
         },
     }
     if plot:
-        _plot_figure6(out, Path(plot))
+        plot_cost_vs_violations(out, Path(plot))
     return out
 
 
-def _plot_figure6(out: dict[str, Any], path: Path) -> None:
+def plot_cost_vs_violations(out: dict[str, Any], path: Path) -> None:
+    """Figure 6's layout: per scenario, cost (x) against violation rate (y), τ dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
