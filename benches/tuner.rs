@@ -45,7 +45,7 @@ fn simulate_batch_sweep(c: &mut Criterion) {
 
 fn find_good_spinup_time_sweep(c: &mut Criterion) {
     let mut g = c.benchmark_group("find_good_spinup_time");
-    for (n, queries) in [(5, 5_000), (20, 5_000), (5, 15_000), (20, 15_000)] {
+    for (n, queries) in [(5usize, 5_000usize), (20, 5_000), (5, 15_000), (20, 15_000)] {
         let mut rng = Rng::new(7);
         let logs: Vec<Vec<LoggedQuery>> = (0..n)
             .map(|_| {
