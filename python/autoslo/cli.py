@@ -307,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--target-days", dest="target_days", type=int, nargs="+", help="day indices from 2024-04-01 to plan (default 30 65)")
         r.add_argument("--kappas", type=float, nargs="+", help="SLO multipliers (default 4 2)")
         r.add_argument("--forecasts", type=int, help="forecasts per tuning (default 8)")
+        r.add_argument("--arrivals", choices=["deciles", "pattern"], help="the forecaster's arrival model (default: the product's, see docs/tuner.md)")
+        r.add_argument("--tau-simulated", dest="tau_simulated", type=float, help="the violation-rate target the tuner holds simulations to (default τ)")
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         if name == "tuner":
@@ -330,6 +332,10 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
     settings = reproduction_settings()
     if args.forecasts is not None:
         settings = replace(settings, forecasts=args.forecasts)
+    if args.arrivals is not None:
+        settings = replace(settings, arrivals=args.arrivals)
+    if args.tau_simulated is not None:
+        settings = replace(settings, tau_simulated=args.tau_simulated)
     history = getattr(args, "history", None) or ((0, 1, 7, 30) if args.experiment_name == "tuner" else (30,))
     exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings)
     predictor = load(args.model) if args.model else None

@@ -296,6 +296,7 @@ def reproduce_all(out: str | Path, seeds: Sequence[int] = (0, 1, 2, 3, 4), predi
         f"Written by `autoslo reproduce all --seed {args} --out <dir>`: the paper's Tables 2–4, each averaged per scenario over seeds {args}.",
         "The full per-scenario, per-seed rows are in the JSON files beside this page.",
         "The discussion is in `docs/router.md` and `docs/autoscaler.md`.",
+        "The Policy Tuner's Table 5 and Figure 6 take minutes per seed; they run apart (`autoslo reproduce tuner`, `autoslo reproduce end-to-end`) and are reported in `docs/tuner.md`.",
         "",
         _summary_markdown("Table 2: the Query Router", f"autoslo reproduce router --seed {args}", results["table2-router"]["mean_change_vs_round_robin"], "round robin"),
         _summary_markdown("Table 3: the Spinup Size Selector (last 20 %)", f"autoslo reproduce spinup-size --seed {args}", results["table3-spinup-size"]["mean_change_vs_noop"], "noop"),
