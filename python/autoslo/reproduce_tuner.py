@@ -158,8 +158,9 @@ def figure6_baselines() -> list[tuple[str, list[int], str, AutoscalerConfig | No
     return [
         ("1 x 64 RPU", [64], "round-robin", None),
         ("2 x 32 RPU, round robin", [32, 32], "round-robin", None),
-        ("RAIS-like balanced", [32], "least-work", AutoscalerConfig(policy="rais", rais_level="balanced", sizes=(8, 16, 32, 64, 128), max_clusters=1)),
-        ("RAIS-like high performance", [32], "least-work", AutoscalerConfig(policy="rais", rais_level="performance", sizes=(8, 16, 32, 64, 128), max_clusters=1)),
+        # The RAIS-like stand-in adds and removes clusters; at most 4 × 32 = 128 RPU, the paper's cap.
+        ("RAIS-like balanced", [32], "least-work", AutoscalerConfig(policy="rais", rais_level="balanced", sizes=(8, 16, 32), max_clusters=4)),
+        ("RAIS-like high performance", [32], "least-work", AutoscalerConfig(policy="rais", rais_level="performance", sizes=(8, 16, 32), max_clusters=4)),
         ("Snowflake standard", [32], "least-work", AutoscalerConfig(policy="snowflake-standard", max_clusters=4)),
         ("Snowflake economy", [32], "least-work", AutoscalerConfig(policy="snowflake-economy", max_clusters=4)),
     ]

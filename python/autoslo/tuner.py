@@ -243,7 +243,8 @@ class Reservoir:
         return sorted(out)
 
     def append(self, log: pa.Table, start_date: dt.date | str | None = None, replace: bool = False) -> list[dt.date]:
-        """Add a query log: columns ``arrival`` (timestamps, or seconds from ``start_date``),
+        """Add a query log: columns ``arrival`` (timestamps, read as UTC: days and hours are UTC; or
+        seconds from midnight of ``start_date``),
         ``template``, ``instance``, optional ``tenant`` and ``class``. A malformed row raises
         :class:`autoslo.AutoSloCoreError` naming the row and the column. With ``replace=True`` the
         days in ``log`` replace what is stored for them (re-ingesting a day is idempotent);
