@@ -304,6 +304,10 @@ def validate_execution_config(text: str) -> str:
 def tuner_settings(text: str) -> str:
     """Validate Policy Tuner settings (JSON) and return them with every default filled in."""
 
+def untuned_config(spec: str) -> str:
+    """The first initial configuration of tuner settings (JSON), untuned: what a day with no
+    history runs."""
+
 def forecast(
     counts: pa.Table,
     arrivals: pa.Table,

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
+from autoslo.progress import progress_bar
 from autoslo.tuner import ExecutionConfig
 
 
@@ -170,16 +171,7 @@ def emulate(
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
     predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None, predictor)
     spec = as_spec(autoscaler)
-    callback = None
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=workload.num_rows, unit="query", desc="emulating")
-
-        def callback(done: int, total: int) -> None:
-            bar.update(done - bar.n)
-
+    callback, close = progress_bar(progress, "emulating", "query")
     try:
         trace, cluster_table, events = _core.emulate(
             workload,
@@ -204,8 +196,7 @@ def emulate(
             config=cfg,
         )
     finally:
-        if bar is not None:
-            bar.close()
+        close()
     return EmulationResult(trace=trace, clusters=cluster_table, events=events)
 
 

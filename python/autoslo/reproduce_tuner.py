@@ -75,10 +75,14 @@ class HistoryWorld:
         history = redbench_workload(days=self.days, seed=exp.seed, queries_per_day=exp.queries_per_day, tenants=exp.tenants, kappa=2.0)
         self.reservoir = Reservoir(directory)
         self.reservoir.append(history, start_date=START, replace=True)
+        self._by_kappa: dict[float, pa.Table] = {}
 
     def actual(self, day: int, kappa: float) -> pa.Table:
-        """The target day's workload (arrivals from 0 s), SLOs at κ."""
-        w = redbench_workload(days=self.days, seed=self.exp.seed, queries_per_day=self.exp.queries_per_day, tenants=self.exp.tenants, kappa=kappa)
+        """The target day's workload (arrivals from 0 s), SLOs at κ (the history regenerated with
+        that κ once per κ: the same queries, other SLOs)."""
+        if kappa not in self._by_kappa:
+            self._by_kappa[kappa] = redbench_workload(days=self.days, seed=self.exp.seed, queries_per_day=self.exp.queries_per_day, tenants=self.exp.tenants, kappa=kappa)
+        w = self._by_kappa[kappa]
         lo, hi = day * DAY_S, (day + 1) * DAY_S
         w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
         return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))

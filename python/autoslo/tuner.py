@@ -19,7 +19,7 @@ import datetime as dt
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ import yaml
 
 from autoslo import _core
 from autoslo.bundled import predictor_for
+from autoslo.progress import progress_bar
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
@@ -377,21 +378,6 @@ def forecast(
     return Forecasts(training=tr, validation=va, policy=used, days_used=[day_of(d) for d in days_used])
 
 
-def _progress_bar(enabled: bool, desc: str) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
-    if not enabled:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=0, unit="sim", desc=desc)
-
-    def update(done: int, total: int) -> None:
-        if bar.total != total:
-            bar.total = total
-        bar.update(done - bar.n)
-
-    return update, bar.close
-
-
 def simulate_batch(
     configs: Sequence[ExecutionConfig],
     workloads: Sequence[pa.Table],
@@ -404,7 +390,7 @@ def simulate_batch(
     """SimulateBatch: ``R[i][j]`` is configuration ``i`` on workload ``j`` in the Workload
     Simulator (violation rate, cost, clusters; per-query ``arrival``/``end``/``violated`` with
     ``keep_logs``). Runs on all cores; Ctrl-C stops it cleanly (``KeyboardInterrupt``)."""
-    update, close = _progress_bar(progress, "SimulateBatch")
+    update, close = progress_bar(progress, "SimulateBatch", "sim")
     try:
         return _core.simulate_batch([c.to_json() for c in configs], list(workloads), predictor_for(True, predictor), keep_logs=keep_logs, spinup_s=spinup_s, progress=update)
     finally:
@@ -491,18 +477,11 @@ def tune(
     spec = settings.to_json()
     days = reservoir.history(day, history_days)
     if not days:
-        first = json.loads(spec)
-        cfg = ExecutionConfig(
-            {
-                "initial_clusters": first["initial_clusters"][0],
-                "autoscaler": None if first["autoscaler"] is None else {**first["autoscaler"], "tau": first["tau"]},
-                "routing": first["routing"],
-                "provenance": {"generated_by": f"autoslo {_core.__version__}", "day": str(day), "history_days": 0, "tau": first["tau"]},
-            }
-        )
-        return TuneResult(cfg, {"history_days": 0, "tuned": False, "simulations": 0})
+        cfg = json.loads(_core.untuned_config(spec))
+        cfg["provenance"] = {"generated_by": f"autoslo {_core.__version__}", "day": str(day), "history_days": 0, "tau": settings.tau}
+        return TuneResult(ExecutionConfig(cfg), {"history_days": 0, "tuned": False, "simulations": 0})
     counts, arrivals = reservoir.tables(days)
-    update, close = _progress_bar(progress, "tuning")
+    update, close = progress_bar(progress, "tuning", "sim")
     try:
         r = _core.tune(counts, arrivals, [day_number(d) for d in days], day_number(day), predictor_for(True, predictor), spec=spec, kappa=kappa, spinup_s=spinup_s, progress=update)
     finally:

@@ -397,6 +397,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<live::PyControlPlane>()?;
     m.add_function(wrap_pyfunction!(tuner::validate_execution_config, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tuner_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::untuned_config, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::forecast, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::simulate_batch, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::find_good_spinup_time, m)?)?;

@@ -63,6 +63,14 @@ pub fn tuner_settings(text: &str) -> PyResult<String> {
     Ok(serde_json::to_string(&s).expect("settings serialize"))
 }
 
+/// The first initial configuration of tuner settings (JSON), untuned: what a day with no history
+/// runs.
+#[pyfunction]
+pub fn untuned_config(spec: &str) -> PyResult<String> {
+    let p = TunerSpec::from_json(spec).and_then(|s| s.params(300.0)).map_err(err)?;
+    Ok(p.initial[0].to_json())
+}
+
 /// Forecast day `target` (days since 1970-01-01) from the reservoir's tables.
 /// Returns (training workloads, validation workloads, policy used, days used).
 #[pyfunction]

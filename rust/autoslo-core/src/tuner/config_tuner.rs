@@ -27,6 +27,9 @@ pub struct SearchSpace {
     pub initial_clusters: Vec<Vec<u32>>,
 }
 
+/// The knobs of a [`SearchSpace`], in the order `len_of`, `set` and `point` use.
+const DIMS: usize = 7;
+
 impl SearchSpace {
     /// The reference ranges (DESIGN.md "defaults that the reference implementation used").
     pub fn reference() -> Self {
@@ -39,11 +42,6 @@ impl SearchSpace {
             window_s: vec![120.0, 300.0, 600.0],
             initial_clusters: Vec::new(),
         }
-    }
-
-    /// Number of dimensions with a choice.
-    fn dims(&self) -> usize {
-        7
     }
 
     fn len_of(&self, d: usize) -> usize {
@@ -87,12 +85,12 @@ impl SearchSpace {
 
     /// Number of points of the grid.
     pub fn grid_size(&self) -> usize {
-        (0..self.dims()).map(|d| self.len_of(d).max(1)).product()
+        (0..DIMS).map(|d| self.len_of(d).max(1)).product()
     }
 
     /// The grid point with mixed-radix index `idx`.
     fn point(&self, mut idx: usize) -> Vec<Option<usize>> {
-        (0..self.dims())
+        (0..DIMS)
             .map(|d| {
                 let n = self.len_of(d);
                 if n == 0 {
@@ -228,7 +226,7 @@ pub fn tune_config(
         Strategy::CoordinateDescent { sweeps } => {
             let mut current = base.clone();
             for _ in 0..sweeps {
-                for d in 0..space.dims() {
+                for d in 0..DIMS {
                     let n = space.len_of(d);
                     if n == 0 {
                         continue;

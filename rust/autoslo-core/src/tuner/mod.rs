@@ -186,8 +186,7 @@ pub fn tune(predictor: &Predictor, history: &History, target: Date, slo: &SloTab
     let mut validation = schedule.candidates[schedule.chosen].validation;
     let mut simulations = schedule.simulations;
     let mut config = schedule.best.clone();
-    let no_space = SearchSpace { ..Default::default() } == params.space;
-    let tuning = if no_space {
+    let tuning = if params.space == SearchSpace::default() {
         None
     } else {
         let t = tune_config(predictor, &schedule.best, &params.space, &f.training, &f.validation, &params.config_tuner, settings, backend, control)?;
