@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 
-.PHONY: deps build demo test test-rust test-python test-wheel bench calibrate models clean-venv
+.PHONY: deps build demo test test-rust test-python test-wheel bench bench-ray calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ test: build test-rust test-wheel test-python
 bench: deps
 	cargo bench -p autoslo-core --bench emulator
 	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router --bench autoscaler --bench tuner
+
+# SimulateBatch on rayon and on a local Ray cluster (20 workloads x 15k queries), and Ray's cost per task.
+bench-ray: build
+	$(PY) benches/simulate_batch_ray.py
 
 calibrate: build
 	autoslo calibrate

@@ -335,9 +335,32 @@ def simulate_batch(
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     progress: Callable[[int, int], bool | None] | None = None,
+    backend: object | None = None,
 ) -> list[list[dict[str, object]]]:
     """SimulateBatch: R[i][j] for configuration i (JSON) on workload j, in parallel. ``progress``
-    is called with (done, total) every 100 ms; returning False or Ctrl-C stops the batch."""
+    is called with (done, total) every 100 ms; returning False or Ctrl-C stops the batch.
+    ``backend``: ``None`` (rayon, this machine's cores) or an object with the protocol of
+    :class:`autoslo.ray_backend.RayBackend` (``put_predictor``, ``get_workload``,
+    ``put_workload``, ``submit``)."""
+
+def simulate_pairs(
+    configs: Sequence[str],
+    workloads: Sequence[pa.Table],
+    pairs: Sequence[tuple[int, int]],
+    jobs: Sequence[int],
+    predictor: Predictor,
+    threads: int | None = None,
+    keep_logs: bool = False,
+    timeout_s: float | None = 3600.0,
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+) -> pa.Table:
+    """Simulate (configuration, workload) ``pairs`` on ``threads`` threads (a remote worker's
+    share of a batch). Returns a table: ``job`` (from ``jobs``), ``queries``, ``violations``,
+    ``cost``, ``clusters``, and with ``keep_logs`` the list columns ``arrival``, ``end``,
+    ``violated``."""
 
 def find_good_spinup_time(
     logs: Sequence[tuple[Sequence[float], Sequence[float], Sequence[bool]]], tau_target: float = 0.1, k: int = 1, spinup_s: float = 300.0, sigma_min_s: float = 1800.0
@@ -358,6 +381,8 @@ def tune(
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     progress: Callable[[int, int], bool | None] | None = None,
+    backend: object | None = None,
 ) -> dict[str, object]:
     """The Policy Tuner end to end (forecast, ScheduleSpinups, Configuration Tuner): a dict with
-    ``config`` (JSON) and the report."""
+    ``config`` (JSON) and the report (``backend`` names where SimulateBatch ran; see
+    :func:`simulate_batch`)."""

@@ -34,6 +34,7 @@ import yaml
 from autoslo import _core
 from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
+from autoslo.ray_backend import RayBackend, backend_for
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
@@ -243,17 +244,24 @@ class Reservoir:
                 out.append(dt.date.fromisoformat(d.name[4:]))
         return sorted(out)
 
-    def append(self, log: pa.Table, start_date: dt.date | str | None = None, replace: bool = False) -> list[dt.date]:
+    def append(self, log: pa.Table, start_date: dt.date | str | None = None, replace: bool = False, day: dt.date | str | None = None) -> list[dt.date]:
         """Add a query log: columns ``arrival`` (timestamps, read as UTC: days and hours are UTC; or
         seconds from midnight of ``start_date``),
         ``template``, ``instance``, optional ``tenant`` and ``class``. A malformed row raises
         :class:`autoslo.AutoSloCoreError` naming the row and the column. With ``replace=True`` the
         days in ``log`` replace what is stored for them (re-ingesting a day is idempotent);
-        otherwise they are added to it. Returns the days written."""
+        otherwise they are added to it. With ``day``, only that calendar day's rows are stored (a
+        daily ingest; rows of other days are left out). Returns the days written."""
         seconds, template, instance, tenant, klass = _log_columns(log, start_date)
         if log.num_rows == 0:
             return []
         date = np.floor(seconds / DAY_S).astype(np.int64)
+        if day is not None:
+            keep = date == day_number(day)
+            seconds, template, instance, date = seconds[keep], template[keep], instance[keep], date[keep]
+            tenant, klass = [t for t, k in zip(tenant, keep) if k], [c for c, k in zip(klass, keep) if k]
+            if date.size == 0:
+                return []
         within = seconds - date * DAY_S
         hour = np.minimum((within // 3600).astype(np.int64), 23)
         offset = np.minimum(within - hour * 3600.0, np.nextafter(3600.0, 0))
@@ -386,13 +394,18 @@ def simulate_batch(
     keep_logs: bool = False,
     spinup_s: float = 300.0,
     progress: bool = False,
+    backend: str | RayBackend | None = None,
 ) -> list[list[dict[str, Any]]]:
     """SimulateBatch: ``R[i][j]`` is configuration ``i`` on workload ``j`` in the Workload
     Simulator (violation rate, cost, clusters; per-query ``arrival``/``end``/``violated`` with
-    ``keep_logs``). Runs on all cores; Ctrl-C stops it cleanly (``KeyboardInterrupt``)."""
+    ``keep_logs``). Runs on this machine's cores (``backend="rayon"``, the default) or on a Ray
+    cluster (``"ray"`` or a :class:`~autoslo.ray_backend.RayBackend`); the results are the same.
+    Ctrl-C stops it cleanly (``KeyboardInterrupt``)."""
     update, close = progress_bar(progress, "SimulateBatch", "sim")
     try:
-        return _core.simulate_batch([c.to_json() for c in configs], list(workloads), predictor_for(True, predictor), keep_logs=keep_logs, spinup_s=spinup_s, progress=update)
+        return _core.simulate_batch(
+            [c.to_json() for c in configs], list(workloads), predictor_for(True, predictor), keep_logs=keep_logs, spinup_s=spinup_s, progress=update, backend=backend_for(backend)
+        )
     finally:
         close()
 
@@ -468,10 +481,12 @@ def tune(
     predictor: _core.Predictor | None = None,
     spinup_s: float = 300.0,
     progress: bool = False,
+    backend: str | RayBackend | None = None,
 ) -> TuneResult:
     """Tune ``day``'s execution configuration from the reservoir's history (the last
     ``history_days`` days before it, or all): forecast, ScheduleSpinups, Configuration Tuner.
-    With no history it returns the first initial configuration untuned (the "no past data"
+    SimulateBatch runs on ``backend`` (see :func:`simulate_batch`; the result does not depend on
+    it). With no history it returns the first initial configuration untuned (the "no past data"
     baseline), and says so in the report."""
     settings = settings or TunerSettings()
     spec = settings.to_json()
@@ -483,7 +498,9 @@ def tune(
     counts, arrivals = reservoir.tables(days)
     update, close = progress_bar(progress, "tuning", "sim")
     try:
-        r = _core.tune(counts, arrivals, [day_number(d) for d in days], day_number(day), predictor_for(True, predictor), spec=spec, kappa=kappa, spinup_s=spinup_s, progress=update)
+        r = _core.tune(
+            counts, arrivals, [day_number(d) for d in days], day_number(day), predictor_for(True, predictor), spec=spec, kappa=kappa, spinup_s=spinup_s, progress=update, backend=backend_for(backend)
+        )
     finally:
         close()
     r["history_days"] = len(days)

@@ -14,6 +14,7 @@ import yaml
 
 from autoslo.bundled import load
 from autoslo.tables import fmt_table
+from autoslo.ray_backend import RayBackend
 from autoslo.tuner import Reservoir, TunerSettings, tune
 
 
@@ -75,6 +76,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         kappa=args.kappa,
         predictor=load(args.model) if args.model else None,
         progress=not args.json,
+        backend=RayBackend(args.ray_address) if args.backend == "ray" else None,
     )
     result.config.save(args.out)
     if args.json:
@@ -135,6 +137,8 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="seed of the forecasts and the search (default 0)")
     p.add_argument("--settings", metavar="FILE.yaml", help="tuner settings (any field of autoslo.tuner.TunerSettings)")
     p.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    p.add_argument("--backend", choices=("rayon", "ray"), default="rayon", help="where SimulateBatch runs: this machine's cores (rayon, default) or a Ray cluster (pip install 'autoslo[ray]')")
+    p.add_argument("--ray-address", dest="ray_address", metavar="ADDRESS", help="Ray cluster to join with --backend ray (default: RAY_ADDRESS, or a local cluster)")
     p.add_argument("--json", action="store_true", help="print the configuration and the report as JSON")
     p.set_defaults(func=cmd_tune)
 

@@ -41,6 +41,9 @@ pub enum AutoSloError {
     /// The caller asked a long computation to stop (e.g. Ctrl-C).
     #[error("interrupted")]
     Interrupted,
+    /// A SimulateBatch backend failed (e.g. a distributed task raised, or the cluster is gone).
+    #[error("SimulateBatch backend `{backend}`: {problem}")]
+    Backend { backend: String, problem: String },
     /// A predictor model (Stage or Iconq+) is missing, corrupt, or of another version.
     #[error("model {path}: {problem}")]
     Model { path: String, problem: String },

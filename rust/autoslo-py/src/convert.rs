@@ -228,3 +228,66 @@ pub fn history_in(counts: PyTable, arrivals: PyTable, days: Vec<i32>) -> PyResul
     }
     Ok(h)
 }
+
+/// SimulateBatch outcomes → table: `job`, `queries`, `violations`, `cost`, `clusters`, and with
+/// logs the per-query lists `arrival`, `end`, `violated`.
+pub fn outcomes_table(jobs: &[u64], outs: &[autoslo_core::tuner::SimOutcome], keep_logs: bool) -> PyResult<PyTable> {
+    use arrow_array::builder::ListBuilder;
+    let mut cols = vec![
+        ("job", i64s(jobs.iter().map(|&j| j as i64))),
+        ("queries", i64s(outs.iter().map(|o| o.queries as i64))),
+        ("violations", i64s(outs.iter().map(|o| o.violations as i64))),
+        ("cost", f64s(outs.iter().map(|o| o.cost))),
+        ("clusters", i64s(outs.iter().map(|o| o.clusters as i64))),
+    ];
+    if keep_logs {
+        let (mut a, mut e, mut v) = (ListBuilder::new(Float64Builder::new()), ListBuilder::new(Float64Builder::new()), ListBuilder::new(BooleanBuilder::new()));
+        for o in outs {
+            for q in &o.log {
+                a.values().append_value(q.arrival);
+                e.values().append_value(q.end);
+                v.values().append_value(q.violated);
+            }
+            a.append(true);
+            e.append(true);
+            v.append(true);
+        }
+        cols.push(("arrival", Arc::new(a.finish())));
+        cols.push(("end", Arc::new(e.finish())));
+        cols.push(("violated", Arc::new(v.finish())));
+    }
+    table(cols)
+}
+
+/// Table (as [`outcomes_table`] writes it) → (job, outcome) pairs.
+pub fn outcomes_in(t: PyTable) -> PyResult<Vec<(usize, autoslo_core::tuner::SimOutcome)>> {
+    use arrow_array::cast::AsArray;
+    use autoslo_core::tuner::{LoggedQuery, SimOutcome};
+    let (batches, schema) = t.into_inner();
+    let i = |name: &str| -> PyResult<Vec<i64>> { Ok(need(column(&batches, &schema, name, &DataType::Int64)?, name)?.as_primitive::<arrow_array::types::Int64Type>().values().to_vec()) };
+    let (job, queries, violations, clusters) = (i("job")?, i("queries")?, i("violations")?, i("clusters")?);
+    let cost = need(column(&batches, &schema, "cost", &DataType::Float64)?, "cost")?.as_primitive::<arrow_array::types::Float64Type>().values().to_vec();
+    let list = |name: &str, item: DataType| column(&batches, &schema, name, &DataType::List(Arc::new(Field::new_list_field(item, true))));
+    let logs = match (list("arrival", DataType::Float64)?, list("end", DataType::Float64)?, list("violated", DataType::Boolean)?) {
+        (Some(a), Some(e), Some(v)) => Some((a, e, v)),
+        _ => None,
+    };
+    let nonneg = |v: i64, name: &str, row: usize| usize::try_from(v).map_err(|_| AutoSloCoreError::new_err(format!("outcome row {row}: column `{name}` is {v}, below 0")));
+    (0..job.len())
+        .map(|r| {
+            let log = match &logs {
+                None => Vec::new(),
+                Some((a, e, v)) => {
+                    let (a, e, v) = (a.as_list::<i32>().value(r), e.as_list::<i32>().value(r), v.as_list::<i32>().value(r));
+                    let (a, e, v) = (a.as_primitive::<arrow_array::types::Float64Type>(), e.as_primitive::<arrow_array::types::Float64Type>(), v.as_boolean());
+                    if a.len() != e.len() || a.len() != v.len() {
+                        return Err(AutoSloCoreError::new_err(format!("outcome row {r}: arrival, end and violated have different lengths")));
+                    }
+                    (0..a.len()).map(|k| LoggedQuery { arrival: a.value(k), end: e.value(k), violated: v.value(k) }).collect()
+                }
+            };
+            let o = SimOutcome { queries: nonneg(queries[r], "queries", r)?, violations: nonneg(violations[r], "violations", r)?, cost: cost[r], clusters: nonneg(clusters[r], "clusters", r)?, log };
+            Ok((nonneg(job[r], "job", r)?, o))
+        })
+        .collect()
+}

@@ -400,6 +400,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuner::untuned_config, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::forecast, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::simulate_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::simulate_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::find_good_spinup_time, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tune, m)?)?;
     Ok(())

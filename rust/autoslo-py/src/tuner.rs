@@ -1,13 +1,15 @@
 //! The Policy Tuner from Python: conversions only. Long calls run the core on a worker thread
 //! while this thread reports progress and watches for Ctrl-C.
 
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use autoslo_core::simulator::SimulatorConfig;
 use autoslo_core::billing::BillingPolicy;
 use autoslo_core::router::RouterOptions;
-use autoslo_core::tuner::{self, ArrivalModel, BatchControl, BatchSettings, ExecutionConfig, ForecastPolicy, ForecastSettings, LoggedQuery, RayonBackend, SpinupTimeParams, TunerSpec};
-use autoslo_core::Result as CoreResult;
+use autoslo_core::tuner::{self, ArrivalModel, Batch, BatchBackend, BatchControl, BatchSettings, ExecutionConfig, ForecastPolicy, ForecastSettings, LoggedQuery, RayonBackend, SimOutcome, SpinupTimeParams, TunerSpec};
+use autoslo_core::workload::Workload;
+use autoslo_core::{AutoSloError, Result as CoreResult};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::PyTable;
@@ -47,6 +49,150 @@ fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: im
 fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool) -> BatchSettings {
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
     BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
+}
+
+/// The keyword arguments of [`settings`] that rebuild `s` (what a remote worker receives).
+fn settings_dict<'py>(py: Python<'py>, s: &BatchSettings) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("timeout_s", s.sim.timeout_s)?;
+    d.set_item("spinup_s", s.sim.spinup_s)?;
+    d.set_item("teardown_s", s.sim.teardown_s)?;
+    d.set_item("price_per_rpu_hour", s.sim.billing.price_per_rpu_hour)?;
+    d.set_item("billing_minimum_s", s.sim.billing.minimum_s)?;
+    d.set_item("keep_logs", s.keep_logs)?;
+    Ok(d)
+}
+
+/// A content fingerprint of a workload (the Python backend puts each distinct workload once).
+fn fingerprint(w: &Workload) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for q in w.queries() {
+        (q.id, q.arrival.to_bits(), q.text.template, q.text.instance, w.tenant_name(q), w.class_name(q), q.slo.to_bits()).hash(&mut h);
+    }
+    w.len().hash(&mut h);
+    h.finish()
+}
+
+/// SimulateBatch through a Python backend object (`autoslo.ray_backend.RayBackend`). The
+/// protocol: `put_predictor(path, kernel, arrival_correction, model_sha256)` once per batch (the
+/// object keeps it); per workload, `get_workload(fingerprint)` for the handle the object already
+/// holds, or else `put_workload(fingerprint, table) -> handle`; `submit(configs, handles, n_jobs,
+/// settings) -> batch`, job `k` being configuration `k // len(handles)` on workload
+/// `k % len(handles)`; then `batch.wait(timeout_s)` returns the outcome tables
+/// (`convert::outcomes_table`) finished since the last call, and `batch.cancel()` stops it.
+struct PyBackend {
+    obj: Py<PyAny>,
+    name: String,
+}
+
+impl PyBackend {
+    fn new(py: Python<'_>, obj: Py<PyAny>) -> PyResult<Self> {
+        let name = obj.bind(py).getattr("name").and_then(|n| n.extract::<String>()).unwrap_or_else(|_| "python".into());
+        Ok(Self { obj, name })
+    }
+
+    fn fail(&self, problem: impl ToString) -> AutoSloError {
+        AutoSloError::Backend { backend: self.name.clone(), problem: problem.to_string() }
+    }
+
+    fn submit(&self, py: Python<'_>, batch: &Batch<'_>) -> PyResult<Py<PyAny>> {
+        let p = batch.predictor;
+        let sha = p.meta.model_sha256.clone();
+        self.obj.call_method1(py, "put_predictor", (p.dir.display().to_string(), p.kernel().name(), p.arrival.is_some(), sha))?;
+        let handles = batch
+            .workloads
+            .iter()
+            .map(|w| {
+                let key = fingerprint(w);
+                let held = self.obj.call_method1(py, "get_workload", (key,))?;
+                if !held.is_none(py) {
+                    return Ok(held);
+                }
+                self.obj.call_method1(py, "put_workload", (key, crate::workload_out(py, w)?))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let configs: Vec<String> = batch.configs.iter().map(ExecutionConfig::to_json).collect();
+        self.obj.call_method1(py, "submit", (configs, handles, batch.len(), settings_dict(py, batch.settings)?))
+    }
+}
+
+impl BatchBackend for PyBackend {
+    fn run(&self, batch: &Batch<'_>) -> CoreResult<Vec<SimOutcome>> {
+        let (timeout_s, spinup_s, teardown_s) = (batch.settings.sim.timeout_s, batch.settings.sim.spinup_s, batch.settings.sim.teardown_s);
+        let b = batch.settings.sim.billing;
+        if settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs) != *batch.settings {
+            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing and keep_logs travel)"));
+        }
+        let n = batch.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let handle = Python::attach(|py| self.submit(py, batch)).map_err(|e| self.fail(e))?;
+        let mut out: Vec<Option<SimOutcome>> = vec![None; n];
+        let mut got = 0;
+        while got < n {
+            if batch.control.cancelled() {
+                // Best effort: the batch is abandoned either way.
+                let _ = Python::attach(|py| handle.call_method0(py, "cancel"));
+                return Err(AutoSloError::Interrupted);
+            }
+            let tables = Python::attach(|py| handle.call_method1(py, "wait", (0.1,))?.extract::<Vec<PyTable>>(py)).map_err(|e| self.fail(e))?;
+            for t in tables {
+                for (k, o) in crate::convert::outcomes_in(t).map_err(|e| self.fail(e))? {
+                    let slot = out.get_mut(k).ok_or_else(|| self.fail(format!("returned job {k} of a batch of {n}")))?;
+                    if slot.is_none() {
+                        got += 1;
+                        batch.mark_done(1);
+                    }
+                    *slot = Some(o);
+                }
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The backend a call runs on: rayon, or the given Python backend object.
+fn backend_of(py: Python<'_>, backend: Option<Py<PyAny>>) -> PyResult<Box<dyn BatchBackend>> {
+    Ok(match backend {
+        None => Box::new(RayonBackend),
+        Some(obj) => Box::new(PyBackend::new(py, obj)?),
+    })
+}
+
+/// Simulate (configuration, workload) `pairs` (indices into `configs` and `workloads`) on
+/// `threads` threads: a remote worker's share of a batch. Returns the outcome table, its `job`
+/// column taken from `jobs`.
+#[pyfunction]
+#[pyo3(signature = (configs, workloads, pairs, jobs, predictor, threads=None, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0))]
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_pairs(
+    py: Python<'_>,
+    configs: Vec<String>,
+    workloads: Vec<PyTable>,
+    pairs: Vec<(usize, usize)>,
+    jobs: Vec<u64>,
+    predictor: Bound<'_, PyPredictor>,
+    threads: Option<usize>,
+    keep_logs: bool,
+    timeout_s: Option<f64>,
+    spinup_s: f64,
+    teardown_s: f64,
+    price_per_rpu_hour: f64,
+    billing_minimum_s: f64,
+) -> PyResult<Py<PyAny>> {
+    if jobs.len() != pairs.len() {
+        return Err(AutoSloCoreError::new_err(format!("{} pairs but {} job ids", pairs.len(), jobs.len())));
+    }
+    let configs = configs.iter().map(|c| ExecutionConfig::from_json(c)).collect::<CoreResult<Vec<_>>>().map_err(err)?;
+    let ws = workloads.into_iter().map(|t| workload_in(t, None, None, None, None)).collect::<PyResult<Vec<_>>>()?;
+    let p = &predictor.get().inner;
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
+    let outs = py.detach(|| tuner::simulate_pairs(p, &configs, &ws, &pairs, &s, threads)).map_err(err)?;
+    Ok(crate::convert::outcomes_table(&jobs, &outs, keep_logs)?.into_pyarrow(py)?.unbind())
 }
 
 /// Parse and validate an execution configuration (JSON); returns it normalised (JSON).
@@ -116,7 +262,7 @@ fn outcome_dict<'py>(py: Python<'py>, o: &tuner::SimOutcome) -> PyResult<Bound<'
 /// SimulateBatch: configurations (JSON) × workloads on the Workload Simulator, in parallel.
 /// Returns R[i][j] as dicts (violation_rate, cost, …, and per-query logs with `keep_logs`).
 #[pyfunction]
-#[pyo3(signature = (configs, workloads, predictor, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, progress=None))]
+#[pyo3(signature = (configs, workloads, predictor, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, progress=None, backend=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate_batch(
     py: Python<'_>,
@@ -130,12 +276,14 @@ pub fn simulate_batch(
     price_per_rpu_hour: f64,
     billing_minimum_s: f64,
     progress: Option<Py<PyAny>>,
+    backend: Option<Py<PyAny>>,
 ) -> PyResult<Vec<Vec<Py<PyDict>>>> {
     let configs = configs.iter().map(|c| ExecutionConfig::from_json(c)).collect::<CoreResult<Vec<_>>>().map_err(err)?;
     let ws = workloads.into_iter().map(|t| workload_in(t, None, None, None, None)).collect::<PyResult<Vec<_>>>()?;
     let p = &predictor.get().inner;
     let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
-    let m = with_progress(py, &progress, |c| tuner::simulate_batch(p, &configs, &ws, &s, &RayonBackend, c))?;
+    let backend = backend_of(py, backend)?;
+    let m = with_progress(py, &progress, |c| tuner::simulate_batch(p, &configs, &ws, &s, backend.as_ref(), c))?;
     m.iter().map(|row| row.iter().map(|o| outcome_dict(py, o).map(Bound::unbind)).collect()).collect()
 }
 
@@ -161,7 +309,7 @@ pub fn find_good_spinup_time(logs: Vec<(Vec<f64>, Vec<f64>, Vec<bool>)>, tau_tar
 /// Configuration Tuner. `spec` is the tuner settings (JSON). Returns a dict with `config` (JSON)
 /// and the report.
 #[pyfunction]
-#[pyo3(signature = (counts, arrivals, days, target, predictor, spec="{}", kappa=2.0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, progress=None))]
+#[pyo3(signature = (counts, arrivals, days, target, predictor, spec="{}", kappa=2.0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, progress=None, backend=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn tune(
     py: Python<'_>,
@@ -178,14 +326,17 @@ pub fn tune(
     price_per_rpu_hour: f64,
     billing_minimum_s: f64,
     progress: Option<Py<PyAny>>,
+    backend: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyDict>> {
     let h = crate::convert::history_in(counts, arrivals, days)?;
     let slo = slo_table(kappa, None, None, None)?;
     let params = TunerSpec::from_json(spec).and_then(|s| s.params(spinup_s)).map_err(err)?;
     let p = &predictor.get().inner;
     let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false);
-    let r = with_progress(py, &progress, |c| tuner::tune(p, &h, target, &slo, &params, &s, &RayonBackend, c))?;
+    let backend = backend_of(py, backend)?;
+    let r = with_progress(py, &progress, |c| tuner::tune(p, &h, target, &slo, &params, &s, backend.as_ref(), c))?;
     let d = PyDict::new(py);
+    d.set_item("backend", backend.name())?;
     d.set_item("config", r.config.to_json())?;
     d.set_item("forecast_policy", r.forecast_policy)?;
     d.set_item("days_used", r.days_used.clone())?;

@@ -122,13 +122,51 @@ impl BatchControl {
     }
 }
 
-/// A job of a batch: simulate job `i`.
-pub type Job<'a> = dyn Fn(usize) -> Result<SimOutcome> + Sync + 'a;
+/// One SimulateBatch call: every configuration on every workload. Job `k` is configuration
+/// `k / workloads.len()` on workload `k % workloads.len()`; a backend returns the outcomes in job
+/// order. Simulation is deterministic, so any backend gives the same outcomes.
+pub struct Batch<'a> {
+    pub predictor: &'a Predictor,
+    pub configs: &'a [ExecutionConfig],
+    pub workloads: &'a [Workload],
+    pub settings: &'a BatchSettings,
+    pub control: &'a BatchControl,
+}
 
-/// Where a batch's simulations run.
+impl Batch<'_> {
+    /// Number of jobs.
+    pub fn len(&self) -> usize {
+        self.configs.len() * self.workloads.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// (configuration, workload) of job `k`.
+    pub fn job(&self, k: usize) -> (usize, usize) {
+        let nw = self.workloads.len();
+        (k / nw, k % nw)
+    }
+    /// Simulate job `k` here, counting it done; `Interrupted` once the batch is cancelled.
+    pub fn simulate(&self, k: usize) -> Result<SimOutcome> {
+        if self.control.cancelled() {
+            return Err(AutoSloError::Interrupted);
+        }
+        let (i, j) = self.job(k);
+        let out = simulate_config(self.predictor, &self.configs[i], &self.workloads[j], self.settings);
+        self.mark_done(1);
+        out
+    }
+    /// Count `n` jobs finished elsewhere (a remote backend reports them as they arrive).
+    pub fn mark_done(&self, n: usize) {
+        self.control.done.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Where a batch's simulations run: this machine's cores ([`RayonBackend`]) or a cluster (the
+/// Python package's Ray backend, through the bindings).
 pub trait BatchBackend: Sync {
-    /// Run jobs `0..n` and return their outcomes in job order.
-    fn map(&self, n: usize, job: &Job<'_>) -> Result<Vec<SimOutcome>>;
+    /// Run every job of `batch` and return the outcomes in job order.
+    fn run(&self, batch: &Batch<'_>) -> Result<Vec<SimOutcome>>;
     fn name(&self) -> &str;
 }
 
@@ -137,8 +175,8 @@ pub trait BatchBackend: Sync {
 pub struct RayonBackend;
 
 impl BatchBackend for RayonBackend {
-    fn map(&self, n: usize, job: &Job<'_>) -> Result<Vec<SimOutcome>> {
-        (0..n).into_par_iter().map(job).collect()
+    fn run(&self, batch: &Batch<'_>) -> Result<Vec<SimOutcome>> {
+        (0..batch.len()).into_par_iter().map(|k| batch.simulate(k)).collect()
     }
     fn name(&self) -> &str {
         "rayon"
@@ -165,17 +203,27 @@ pub fn simulate_config(predictor: &Predictor, config: &ExecutionConfig, workload
 
 /// `SimulateBatch`: the result matrix R[i][j] of configuration i on workload j.
 pub fn simulate_batch(predictor: &Predictor, configs: &[ExecutionConfig], workloads: &[Workload], settings: &BatchSettings, backend: &dyn BatchBackend, control: &BatchControl) -> Result<Vec<Vec<SimOutcome>>> {
-    let (nc, nw) = (configs.len(), workloads.len());
-    control.total.fetch_add(nc * nw, Ordering::Relaxed);
-    let job = |k: usize| -> Result<SimOutcome> {
-        if control.cancelled() {
-            return Err(AutoSloError::Interrupted);
-        }
-        let out = simulate_config(predictor, &configs[k / nw], &workloads[k % nw], settings);
-        control.done.fetch_add(1, Ordering::Relaxed);
-        out
-    };
-    let flat = backend.map(nc * nw, &job)?;
+    let nw = workloads.len();
+    control.total.fetch_add(configs.len() * nw, Ordering::Relaxed);
+    let flat = backend.run(&Batch { predictor, configs, workloads, settings, control })?;
+    if flat.len() != configs.len() * nw {
+        return Err(AutoSloError::Backend { backend: backend.name().into(), problem: format!("returned {} outcomes for {} jobs", flat.len(), configs.len() * nw) });
+    }
     let mut it = flat.into_iter();
-    Ok((0..nc).map(|_| it.by_ref().take(nw).collect()).collect())
+    Ok(configs.iter().map(|_| it.by_ref().take(nw).collect()).collect())
+}
+
+/// Simulate the (configuration, workload) `pairs`, in order, on `threads` threads of a pool of
+/// their own (`None`: rayon's global pool). A distributed backend's worker runs its share of a
+/// batch through this.
+pub fn simulate_pairs(predictor: &Predictor, configs: &[ExecutionConfig], workloads: &[Workload], pairs: &[(usize, usize)], settings: &BatchSettings, threads: Option<usize>) -> Result<Vec<SimOutcome>> {
+    if let Some(&(i, j)) = pairs.iter().find(|&&(i, j)| i >= configs.len() || j >= workloads.len()) {
+        return Err(AutoSloError::InvalidConfig(format!("pair ({i}, {j}) is out of range: {} configurations × {} workloads", configs.len(), workloads.len())));
+    }
+    let run = || pairs.par_iter().map(|&(i, j)| simulate_config(predictor, &configs[i], &workloads[j], settings)).collect();
+    match threads {
+        None => run(),
+        Some(0) => Err(AutoSloError::out_of_range("threads", "≥ 1", 0)),
+        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| AutoSloError::InvalidConfig(format!("thread pool: {e}")))?.install(run),
+    }
 }

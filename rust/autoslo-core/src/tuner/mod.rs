@@ -13,7 +13,7 @@ pub mod config_tuner;
 pub mod forecaster;
 pub mod scheduler;
 
-pub use batch::{agg_perf, simulate_batch, simulate_config, Aggregate, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome};
+pub use batch::{agg_perf, simulate_batch, simulate_config, simulate_pairs, Aggregate, Batch, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome};
 pub use config::{AutoscalerKnobs, ExecutionConfig, Provenance, ScheduledSpinup};
 pub use config_tuner::{tune_config, ConfigTuneResult, ConfigTunerParams, SearchSpace, Strategy};
 pub use forecaster::{forecast, weekday, ArrivalModel, ArrivalRow, CountRow, Date, ForecastPolicy, ForecastSettings, Forecasts, History};

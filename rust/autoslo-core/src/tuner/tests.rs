@@ -194,6 +194,48 @@ mod simulated {
         assert_eq!(simulate_batch(&p, &[fixed], &ws, &settings, &RayonBackend, &control), Err(AutoSloError::Interrupted));
     }
 
+    /// A backend that runs each job's share through `simulate_pairs` in reverse chunks, as a
+    /// remote worker would, or loses a job.
+    struct Chunked {
+        lose_one: bool,
+    }
+    impl BatchBackend for Chunked {
+        fn run(&self, batch: &Batch<'_>) -> crate::error::Result<Vec<SimOutcome>> {
+            let pairs: Vec<(usize, usize)> = (0..batch.len()).map(|k| batch.job(k)).collect();
+            let mut out = Vec::new();
+            for chunk in pairs.chunks(2) {
+                out.extend(simulate_pairs(batch.predictor, batch.configs, batch.workloads, chunk, batch.settings, Some(1))?);
+                batch.mark_done(chunk.len());
+            }
+            if self.lose_one {
+                out.pop();
+            }
+            Ok(out)
+        }
+        fn name(&self) -> &str {
+            "chunked"
+        }
+    }
+
+    #[test]
+    fn another_backend_gives_the_rayon_matrix_and_a_short_answer_is_an_error() {
+        let p = model();
+        let slo = SloTable::paper(2.0).unwrap();
+        let ws: Vec<_> = (0..3).map(|s| base_workload(0.2, 10 + s, &slo).unwrap()).collect();
+        let cfgs = [ExecutionConfig::new(vec![8]), ExecutionConfig { autoscaler: None, ..ExecutionConfig::new(vec![16]) }];
+        let settings = BatchSettings { keep_logs: true, ..Default::default() };
+        let local = simulate_batch(&p, &cfgs, &ws, &settings, &RayonBackend, &BatchControl::new()).unwrap();
+        let control = BatchControl::new();
+        assert_eq!(simulate_batch(&p, &cfgs, &ws, &settings, &Chunked { lose_one: false }, &control).unwrap(), local);
+        assert_eq!(control.progress(), (6, 6));
+        let err = simulate_batch(&p, &cfgs, &ws, &settings, &Chunked { lose_one: true }, &BatchControl::new()).unwrap_err();
+        assert!(matches!(&err, AutoSloError::Backend { backend, .. } if backend == "chunked"), "{err}");
+        assert!(err.to_string().contains("returned 5 outcomes for 6 jobs"), "{err}");
+        // Pairs out of range and a pool of no threads are errors, not panics.
+        assert!(simulate_pairs(&p, &cfgs, &ws, &[(2, 0)], &settings, None).unwrap_err().to_string().contains("out of range"));
+        assert!(simulate_pairs(&p, &cfgs, &ws, &[(0, 0)], &settings, Some(0)).is_err());
+    }
+
     #[test]
     fn schedule_spinups_adds_capacity_where_the_forecasts_congest_and_the_config_tuner_keeps_the_base() {
         let p = model();

@@ -1,0 +1,256 @@
+"""The daily tuning cycle, as task functions and an Airflow DAG.
+
+The run for logical date ``D`` (Airflow's daily data interval ``D`` to ``D + 1``, which runs once
+day ``D`` is over) plans day ``D + 1``:
+
+1. :func:`ingest` — day ``D``'s query log (a trace, or the team's own Parquet/CSV query log) into
+   the Workload Reservoir, replacing what was stored for ``D``;
+2. :func:`tune_day` — forecast ``D + 1`` from the reservoir and tune its execution configuration
+   (the Policy Tuner), written to a staging file with its report beside it;
+3. :func:`validate` — simulate that configuration on held-out forecasts (seeds the tuner did not
+   use) and record its violation rate and cost beside it;
+4. :func:`publish` — atomically publish it as ``<publish_dir>/<D+1>.yaml`` and ``current.yaml``,
+   where the live control plane picks it up (:func:`published_config`);
+5. :func:`check` — fail, with a clear message, when the validated violation rate exceeds τ. The
+   configuration is published first: it is still the best the tuner found, and yesterday's plan is
+   for another day; the failed task is the alert.
+
+Every step is idempotent per logical date: re-running a day replaces its reservoir partition (no
+duplicate rows) and, the tuner being seeded, produces the same configuration.
+
+The functions need only ``autoslo``; :func:`daily_tuning_dag` builds the DAG and needs Airflow 3
+(``pip install "autoslo[airflow]"``). Drop a file like ``examples/airflow/autoslo_daily.py`` into
+the deployment's DAG folder.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autoslo.ray_backend import RayBackend
+from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, _atomic, forecast, simulate_batch, tune
+from autoslo.tuner_cli import read_log
+
+#: Seed offset of the held-out forecasts, disjoint from the tuner's (which use ``seed``).
+HOLDOUT_SEED_OFFSET = 7919
+
+
+class ViolationRateAboveTarget(RuntimeError):
+    """The validated violation rate of the configuration exceeds the target τ."""
+
+
+def _day(value: dt.date | str) -> dt.date:
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value)[:10])
+
+
+def _settings(settings: TunerSettings | Mapping[str, Any] | str | os.PathLike[str] | None) -> TunerSettings:
+    """Tuner settings from an object, a dict, or a YAML file (any field of TunerSettings)."""
+    if settings is None:
+        return TunerSettings()
+    if isinstance(settings, TunerSettings):
+        return settings
+    if isinstance(settings, Mapping):
+        return TunerSettings(**settings)
+    data = yaml.safe_load(Path(settings).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{settings}: tuner settings must be a mapping of TunerSettings fields")
+    return TunerSettings(**data)
+
+
+def ingest(reservoir: str | os.PathLike[str], log: str | os.PathLike[str], day: dt.date | str, *, start_date: dt.date | str | None = None, max_arrivals_per_hour: int = 2000) -> dict[str, Any]:
+    """Store day ``day`` of the query log at ``log`` (``{ds}`` in the path is replaced by the
+    day, ``YYYY-MM-DD``) in the reservoir, replacing what it held for that day. Rows of other days
+    are left out. Arrivals are timestamps, or seconds from midnight of ``start_date`` (default:
+    ``day``)."""
+    d = _day(day)
+    path = Path(str(log).replace("{ds}", d.isoformat()))
+    table = read_log(path)
+    r = Reservoir(reservoir, max_arrivals_per_hour=max_arrivals_per_hour)
+    written = r.append(table, start_date=start_date if start_date is not None else d, replace=True, day=d)
+    if not written:
+        raise ValueError(f"{path} holds no query of {d}: nothing to ingest (is the log for another day, or its arrivals in another unit?)")
+    return {"day": d.isoformat(), "log": str(path), "rows_in_log": table.num_rows, "queries_stored": r.queries([d]), "days_stored": len(r.days())}
+
+
+def tune_day(
+    reservoir: str | os.PathLike[str],
+    day: dt.date | str,
+    staging: str | os.PathLike[str],
+    *,
+    settings: TunerSettings | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    history_days: int | None = None,
+    kappa: float = 2.0,
+    backend: str | RayBackend | None = None,
+    ray_address: str | None = None,
+) -> dict[str, Any]:
+    """Tune day ``day`` from the reservoir's history and write the configuration to ``staging``
+    (atomically). SimulateBatch runs on ``backend`` (``"rayon"`` or ``"ray"``, joining
+    ``ray_address`` if given). Returns the tuner's report (JSON-serialisable)."""
+    if backend == "ray" and ray_address is not None:
+        backend = RayBackend(ray_address)
+    result = tune(Reservoir(reservoir), _day(day), settings=_settings(settings), history_days=history_days, kappa=kappa, backend=backend)
+    Path(staging).parent.mkdir(parents=True, exist_ok=True)
+    result.config.save(staging)
+    keep = ("tuned", "history_days", "days_used", "forecast_policy", "validation_violation_rate", "validation_cost", "simulations", "backend")
+    report = {"day": _day(day).isoformat(), "staging": str(staging), **{k: result.report[k] for k in keep if k in result.report}}
+    with _atomic(Path(f"{staging}.report.json")) as tmp:
+        tmp.write_text(json.dumps(report, indent=2, default=str))
+    return report
+
+
+def validate(
+    staging: str | os.PathLike[str],
+    reservoir: str | os.PathLike[str],
+    day: dt.date | str,
+    *,
+    settings: TunerSettings | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    forecasts: int = 8,
+    history_days: int | None = None,
+    kappa: float = 2.0,
+    backend: str | RayBackend | None = None,
+) -> dict[str, Any]:
+    """Simulate the staged configuration on ``forecasts`` held-out forecasts of ``day`` (drawn
+    with seed ``settings.seed + HOLDOUT_SEED_OFFSET``, so none is one the tuner saw) and record
+    the mean violation rate and cost in ``<staging>.validation.json``. A day without history is
+    not validated (``validated: False``)."""
+    s = _settings(settings)
+    d = _day(day)
+    config = ExecutionConfig.load(staging)
+    r = Reservoir(reservoir)
+    out: dict[str, Any] = {"day": d.isoformat(), "tau": s.tau, "forecasts": 0, "validated": False}
+    if r.history(d, history_days):
+        f = forecast(r, d, history_days=history_days, kappa=kappa, policy=s.forecast_policy, decay=s.decay, forecasts=forecasts, training_share=0.5, seed=s.seed + HOLDOUT_SEED_OFFSET)
+        held_out = f.training + f.validation
+        rows = simulate_batch([config], held_out, backend=backend)[0]
+        out.update(
+            forecasts=len(held_out),
+            validated=True,
+            violation_rate=sum(o["violation_rate"] for o in rows) / len(rows),
+            worst_violation_rate=max(o["violation_rate"] for o in rows),
+            cost=sum(o["cost"] for o in rows) / len(rows),
+        )
+    with _atomic(Path(f"{staging}.validation.json")) as tmp:
+        tmp.write_text(json.dumps(out, indent=2))
+    return out
+
+
+def publish(staging: str | os.PathLike[str], publish_dir: str | os.PathLike[str], day: dt.date | str) -> dict[str, Any]:
+    """Publish the staged configuration as ``<publish_dir>/<day>.yaml`` and, unless a later day
+    is already current (a re-run of an old day), as ``current.yaml``; each file is replaced
+    atomically (a reader sees the old file or the new one, never a partial one)."""
+    d = _day(day)
+    config = ExecutionConfig.load(staging)  # validated again on the way out
+    target = Path(publish_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    config.save(target / f"{d.isoformat()}.yaml")  # atomic
+    current = target / "current.yaml"
+    current_day = (ExecutionConfig.load(current).provenance or {}).get("day") if current.exists() else None
+    is_current = current_day is None or str(current_day) <= d.isoformat()
+    if is_current:
+        config.save(current)
+    report = Path(f"{staging}.validation.json")
+    if report.exists():
+        with _atomic(target / f"{d.isoformat()}.validation.json") as tmp:
+            shutil.copyfile(report, tmp)
+    return {"day": d.isoformat(), "published": str(target / f"{d.isoformat()}.yaml"), "current": str(current) if is_current else None}
+
+
+def check(validation: Mapping[str, Any], tau: float | None = None) -> dict[str, Any]:
+    """Raise :class:`ViolationRateAboveTarget` when the validated violation rate exceeds ``tau``
+    (default: the τ the validation recorded)."""
+    tau = float(validation["tau"] if tau is None else tau)
+    if validation.get("validated") and float(validation["violation_rate"]) > tau:
+        raise ViolationRateAboveTarget(
+            f"the configuration for {validation['day']} violates {float(validation['violation_rate']):.1%} of SLOs on {validation['forecasts']} held-out forecasts "
+            f"(worst {float(validation['worst_violation_rate']):.1%}), above the target τ = {tau:.1%}; it was published as the best found: "
+            "review the tuner's settings (initial clusters, spinup sizes, tau_simulated) or the capacity limits"
+        )
+    return dict(validation)
+
+
+def published_config(publish_dir: str | os.PathLike[str], day: dt.date | str | None = None) -> ExecutionConfig:
+    """The configuration published for ``day`` (default: the current one)."""
+    name = "current.yaml" if day is None else f"{_day(day).isoformat()}.yaml"
+    path = Path(publish_dir) / name
+    if not path.exists():
+        raise FileNotFoundError(f"no configuration published at {path}")
+    return ExecutionConfig.load(path)
+
+
+def daily_tuning_dag(
+    reservoir: str | os.PathLike[str],
+    log: str,
+    publish_dir: str | os.PathLike[str],
+    *,
+    dag_id: str = "autoslo_daily_tuning",
+    staging_dir: str | os.PathLike[str] | None = None,
+    settings: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    history_days: int | None = None,
+    kappa: float = 2.0,
+    backend: str = "rayon",
+    ray_address: str | None = None,
+    validation_forecasts: int = 8,
+    schedule: str | None = "@daily",
+    start_date: dt.datetime | None = None,
+    **dag_kwargs: Any,
+) -> Any:
+    """The daily cycle as an Airflow DAG (``ingest >> tune >> validate >> publish >> check``).
+
+    ``log`` is the query log's path, with ``{ds}`` standing for the logical date (the day ingested);
+    the run for logical date ``D`` plans ``D + 1``. ``staging_dir`` (default
+    ``<publish_dir>/staging``) holds each day's candidate. ``backend="ray"`` runs SimulateBatch on
+    Ray (``ray_address``, or ``RAY_ADDRESS``, or a local cluster). Other keyword arguments go to
+    ``DAG`` (e.g. ``default_args``, ``tags``)."""
+    try:
+        from airflow.sdk import dag, task
+        from airflow.sdk.exceptions import AirflowFailException
+    except ImportError:
+        raise ImportError('the daily tuning DAG needs Airflow 3: pip install "autoslo[airflow]"') from None
+    if backend not in ("rayon", "ray"):
+        raise ValueError(f"backend must be 'rayon' or 'ray', got {backend!r}")
+    settings_arg: Any = dict(settings) if isinstance(settings, Mapping) else (str(settings) if settings is not None else None)
+    staging_root = Path(staging_dir) if staging_dir is not None else Path(publish_dir) / "staging"
+    start = start_date or dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+    def planned(ds: str) -> str:
+        return (dt.date.fromisoformat(ds) + dt.timedelta(days=1)).isoformat()
+
+    @dag(dag_id=dag_id, schedule=schedule, start_date=start, catchup=False, max_active_runs=1, **dag_kwargs)
+    def autoslo_daily_tuning() -> None:
+        @task
+        def ingest_log(ds: str | None = None) -> dict[str, Any]:
+            assert ds is not None
+            return ingest(reservoir, log, ds)
+
+        @task
+        def tune_next_day(ingested: dict[str, Any]) -> dict[str, Any]:
+            day = planned(ingested["day"])
+            return tune_day(reservoir, day, staging_root / f"{day}.yaml", settings=settings_arg, history_days=history_days, kappa=kappa, backend=backend, ray_address=ray_address)
+
+        @task
+        def validate_held_out(tuned: dict[str, Any]) -> dict[str, Any]:
+            return validate(tuned["staging"], reservoir, tuned["day"], settings=settings_arg, forecasts=validation_forecasts, history_days=history_days, kappa=kappa, backend=backend if ray_address is None else RayBackend(ray_address))
+
+        @task
+        def publish_config(tuned: dict[str, Any], validation: dict[str, Any]) -> dict[str, Any]:
+            return {**publish(tuned["staging"], publish_dir, tuned["day"]), "validation": validation}
+
+        @task
+        def alert_above_target(published: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return check(published["validation"])
+            except ViolationRateAboveTarget as e:
+                raise AirflowFailException(str(e)) from e
+
+        tuned = tune_next_day(ingest_log())
+        alert_above_target(publish_config(tuned, validate_held_out(tuned)))
+
+    return autoslo_daily_tuning()
