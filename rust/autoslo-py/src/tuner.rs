@@ -155,6 +155,13 @@ impl BatchBackend for PyBackend {
     }
 }
 
+/// Configurations (JSON) and workloads (tables) of a batch, parsed and validated.
+fn batch_inputs(configs: &[String], workloads: Vec<PyTable>) -> PyResult<(Vec<ExecutionConfig>, Vec<Workload>)> {
+    let configs = configs.iter().map(|c| ExecutionConfig::from_json(c)).collect::<CoreResult<Vec<_>>>().map_err(err)?;
+    let ws = workloads.into_iter().map(|t| workload_in(t, None, None, None, None)).collect::<PyResult<Vec<_>>>()?;
+    Ok((configs, ws))
+}
+
 /// The backend a call runs on: rayon, or the given Python backend object.
 fn backend_of(py: Python<'_>, backend: Option<Py<PyAny>>) -> PyResult<Box<dyn BatchBackend>> {
     Ok(match backend {
@@ -187,8 +194,7 @@ pub fn simulate_pairs(
     if jobs.len() != pairs.len() {
         return Err(AutoSloCoreError::new_err(format!("{} pairs but {} job ids", pairs.len(), jobs.len())));
     }
-    let configs = configs.iter().map(|c| ExecutionConfig::from_json(c)).collect::<CoreResult<Vec<_>>>().map_err(err)?;
-    let ws = workloads.into_iter().map(|t| workload_in(t, None, None, None, None)).collect::<PyResult<Vec<_>>>()?;
+    let (configs, ws) = batch_inputs(&configs, workloads)?;
     let p = &predictor.get().inner;
     let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
     let outs = py.detach(|| tuner::simulate_pairs(p, &configs, &ws, &pairs, &s, threads)).map_err(err)?;
@@ -278,8 +284,7 @@ pub fn simulate_batch(
     progress: Option<Py<PyAny>>,
     backend: Option<Py<PyAny>>,
 ) -> PyResult<Vec<Vec<Py<PyDict>>>> {
-    let configs = configs.iter().map(|c| ExecutionConfig::from_json(c)).collect::<CoreResult<Vec<_>>>().map_err(err)?;
-    let ws = workloads.into_iter().map(|t| workload_in(t, None, None, None, None)).collect::<PyResult<Vec<_>>>()?;
+    let (configs, ws) = batch_inputs(&configs, workloads)?;
     let p = &predictor.get().inner;
     let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
     let backend = backend_of(py, backend)?;
