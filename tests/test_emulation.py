@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
@@ -55,6 +57,41 @@ def test_schedule_spins_up_and_tears_down() -> None:
     assert c[0]["teardown_requested_at"] == pytest.approx(900.0, abs=1.0)
     late = res.trace.filter(pc.greater(res.trace["arrival"], 901.0))
     assert set(late["cluster_id"].to_pylist()) == {1}
+
+
+def test_chargeback_attributes_every_billed_micro_dollar() -> None:
+    wl = autoslo.redbench_workload(days=1, seed=3, queries_per_day=1500, tenants=3, kappa=2)
+    res = autoslo.emulate(wl, [8], seed=2, routing="round-robin", schedule=[(3600.0, "spinup", 16), (30_000.0, "teardown", 1)])
+    per_tenant = res.chargeback()
+    assert per_tenant["tenant"].to_pylist() == ["tenant-1", "tenant-2", "tenant-3"]
+    billed = pc.sum(res.clusters["cost_micro_usd"]).as_py()
+    assert pc.sum(per_tenant["cost_micro_usd"]).as_py() == billed > 0
+    assert pc.sum(per_tenant["queries"]).as_py() == res.queries
+    assert pc.sum(res.chargeback(("tenant", "class"))["cost_micro_usd"]).as_py() == billed
+    assert abs(pc.sum(per_tenant["cost"]).as_py() - res.cost) < 1e-5
+    with pytest.raises(ValueError, match="unknown: \\['team'\\]"):
+        res.chargeback(("team",))
+    f = res.fairness()
+    rows = res.per_tenant_class().to_pylist()
+    assert f["populations"] == len(rows) and 0 < f["jain_attainment"] <= 1
+    assert f["worst"]["attainment"] == pytest.approx(1 - max(r["violation_rate"] for r in rows))
+
+
+def test_jain_index_and_the_canopy_fixture(capsys: pytest.CaptureFixture[str]) -> None:
+    assert autoslo._core.jain_index([0.91, 0.98, 0.99, 0.72]) == pytest.approx(0.9857, abs=5e-5)
+    with pytest.raises(autoslo.AutoSloCoreError, match="value 1"):
+        autoslo._core.jain_index([0.5, -1.0])
+    from autoslo.cli import main
+
+    assert main(["reproduce", "canopy", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["queries_per_s"] == pytest.approx(445.28) and r["cpu_cores"] == pytest.approx(421.6) and r["scan_gib_per_s"] == pytest.approx(331.6)
+    assert r["unconstrained_memory_gib"] == pytest.approx(3544.2)
+    assert (r["global_dashboard_p99_s"], r["aster_dashboard_p99_s"]) == (1.1, 8.4)
+    assert r["jain_selected"] == pytest.approx(0.99998, abs=5e-6)
+    assert r["cost_per_day"] == pytest.approx(1449.33, abs=0.005)
+    assert main(["reproduce", "canopy"]) == 0
+    assert "$1,449.33" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -386,3 +386,10 @@ def tune(
     """The Policy Tuner end to end (forecast, ScheduleSpinups, Configuration Tuner): a dict with
     ``config`` (JSON) and the report (``backend`` names where SimulateBatch ran; see
     :func:`simulate_batch`)."""
+
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index (Σx)² / (n Σx²) of non-negative values; 1 when all are equal."""
+
+def canopy_report() -> str:
+    """The multi-tenant case's fixture arithmetic (capacity, memory, p99s, fairness, daily cost)
+    as JSON."""

@@ -95,11 +95,14 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         write_table(result.events, args.events_out)
     summary = result.summary()
     if args.json:
-        print(json.dumps({**summary, "cluster_events": result.events.to_pylist()}))
+        print(json.dumps({**summary, "chargeback": result.chargeback().to_pylist(), "cluster_events": result.events.to_pylist()}))
     else:
         print(fmt_table([summary], list(summary)))
         print()
         print(fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "violation_rate", "latency_p50", "latency_p95", "cost"]))
+        print()
+        print("chargeback (every cluster's bill, idle and spinup time included, attributed to queries; docs/tenancy.md):")
+        print(fmt_table(result.chargeback().to_pylist(), ["tenant", "queries", "work_s", "cost_micro_usd", "cost"]))
         changes = [e for e in result.events.to_pylist() if e["reason"] != "initial"]
         if changes:
             print()
@@ -316,12 +319,32 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             r.add_argument("--plot", metavar="FIG6.png", help="save the figure")
         r.set_defaults(func=cmd_reproduce_tuner, experiment_name=name)
+    r = rs.add_parser("canopy", help="the multi-tenant analytics case's fixture: capacity, memory, global vs tenant p99, fairness, daily cost")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_reproduce_canopy)
     r = rs.add_parser("all", help="Tables 2, 3 and 4 at once, written as JSON and a summary page")
     r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
     r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
     r.set_defaults(func=cmd_reproduce_all)
     return parser
+
+
+def cmd_reproduce_canopy(args: argparse.Namespace) -> int:
+    r = json.loads(_core.canopy_report())
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    print("The multi-tenant analytics case (002_…), recomputed from its inputs:\n")
+    rows = [{**c, "cost_per_query": f"${c['cost_per_query']:.7f}"} for c in r["classes"]]
+    print(fmt_table(rows, ["class", "rate_per_s", "cpu_cores", "scan_gib_per_s", "live_queries", "live_memory_gib", "cost_per_query", "cost_per_day"]))
+    print()
+    print(f"queries/s {r['queries_per_s']:.2f}; CPU {r['cpu_cores']:.1f} cores ({r['cpu_share_of_safe']:.1%} of the safe envelope); scan {r['scan_gib_per_s']:.1f} GiB/s ({r['scan_share_of_safe']:.1%})")
+    print(f"unconstrained live memory {r['unconstrained_memory_gib']:.1f} GiB against a safe {r['safe_memory_gib']:.0f} GiB")
+    print(f"dashboard p99: global {r['global_dashboard_p99_s']} s, Aster {r['aster_dashboard_p99_s']} s")
+    print(f"Jain's index over four populations' attainment: {r['jain_baseline']:.4f} -> {r['jain_selected']:.5f}")
+    print(f"cost per day from the rate card: ${r['cost_per_day']:,.2f}")
+    return 0
 
 
 def cmd_reproduce_tuner(args: argparse.Namespace) -> int:

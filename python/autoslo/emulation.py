@@ -87,6 +87,31 @@ class EmulationResult:
         g = g.append_column("violation_rate", rate)
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
 
+    def fairness(self) -> dict[str, object]:
+        """Jain's fairness index over SLO attainment (1 − violation rate) per tenant × class,
+        with the worst population named: the index alone compresses who was harmed."""
+        rows = self.per_tenant_class().to_pylist()
+        attainment = [1.0 - r["violation_rate"] for r in rows]
+        worst = min(range(len(rows)), key=lambda i: (attainment[i], rows[i]["tenant"], rows[i]["class"]))
+        return {
+            "populations": len(rows),
+            "jain_attainment": _core.jain_index(attainment),
+            "worst": {"tenant": rows[worst]["tenant"], "class": rows[worst]["class"], "attainment": attainment[worst], "queries": rows[worst]["queries"]},
+        }
+
+    def chargeback(self, by: Sequence[str] = ("tenant",)) -> pa.Table:
+        """What each tenant (or each group of ``by``, trace columns such as ``("tenant", "class")``)
+        caused: queries, isolated work (s) and attributed cost, in whole micro-dollars
+        (``cost_micro_usd``) and dollars. Every cluster's bill goes to queries by the rule in
+        ``docs/tenancy.md``; the micro-dollar column sums to the clusters' bills exactly."""
+        unknown = [c for c in by if c not in self.trace.column_names]
+        if unknown or not by:
+            raise ValueError(f"chargeback groups by trace columns, e.g. ('tenant',) or ('tenant', 'class'); unknown: {unknown or 'none given'}")
+        g = self.trace.group_by(list(by)).aggregate([("query_id", "count"), ("work", "sum"), ("cost_micro_usd", "sum")])
+        g = g.rename_columns([*by, "queries", "work_s", "cost_micro_usd"])
+        g = g.append_column("cost", pc.divide(pc.cast(g["cost_micro_usd"], pa.float64()), 1e6))
+        return g.sort_by([(c, "ascending") for c in by])
+
 
 def simulate(
     workload: pa.Table,

@@ -18,6 +18,8 @@
 //! - [`live`]: the Query Router used live, over a changing cluster set and a real clock;
 //! - [`tuner`]: the Policy Tuner (reservoir tables, forecaster, SimulateBatch, Spinup Scheduler,
 //!   Configuration Tuner) and execution configurations;
+//! - [`tenancy`]: fairness across tenant × class populations, the chargeback rate card, and the
+//!   multi-tenant case's fixture;
 //! - [`control_plane`]: the live control plane, the router on the request path and the
 //!   autoscaler on a background thread, over a cluster-manager interface.
 
@@ -37,6 +39,7 @@ pub mod rng;
 pub mod simulator;
 pub mod slo;
 pub mod stats;
+pub mod tenancy;
 pub mod trace;
 pub mod tuner;
 pub mod workload;

@@ -42,8 +42,11 @@ pub struct TraceRow {
     pub outcome: Outcome,
     /// Isolated work executed (s), the basis of cost attribution.
     pub work: f64,
-    /// Dollars attributed to this query (its cluster's bill split by executed work).
+    /// Dollars attributed to this query ([`attribute_cost_by_work`]).
     pub cost: f64,
+    /// The same in whole micro-dollars, the chargeback's unit: these sum to the clusters'
+    /// [`ClusterRecord::cost_micro_usd`] exactly.
+    pub cost_micro_usd: i64,
 }
 
 impl TraceRow {
@@ -157,19 +160,91 @@ pub struct Trace {
     pub clusters: Vec<ClusterRecord>,
 }
 
-/// Split each cluster's billed cost over its queries in proportion to the work each executed
-/// (equally if none executed any), so per-query costs add up to the bill.
+impl ClusterRecord {
+    /// The bill in whole micro-dollars (rounded), the unit in which attribution is exact.
+    pub fn cost_micro_usd(&self) -> i64 {
+        (self.cost * 1e6).round() as i64
+    }
+}
+
+/// Split `total` whole units over `weights` (≥ 0, not all 0) by the largest-remainder method:
+/// shares are integers that sum to `total` exactly; remainders are broken by position.
+fn largest_remainder(total: i64, weights: &[f64]) -> Vec<i64> {
+    let sum: f64 = weights.iter().sum();
+    let exact: Vec<f64> = weights.iter().map(|w| total as f64 * w / sum).collect();
+    let mut shares: Vec<i64> = exact.iter().map(|x| x.floor() as i64).collect();
+    let mut left = total - shares.iter().sum::<i64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+    for &i in order.iter().cycle() {
+        if left <= 0 {
+            break;
+        }
+        shares[i] += 1;
+        left -= 1;
+    }
+    shares
+}
+
+/// Cost attribution: every cluster's bill goes to queries, so attributed costs sum to the
+/// billed cost (exactly, in whole micro-dollars). The rule (documented in `docs/tenancy.md`):
+///
+/// 1. A cluster's bill goes to the queries it executed, in proportion to the work (isolated
+///    seconds) each executed there; equally among them if none executed any (all timed out
+///    queued). Idle time, the spinup and the billing minimum are part of the bill, so they follow
+///    the queries that used the cluster.
+/// 2. A cluster that executed no query (spun up for load that went elsewhere) was provisioned for
+///    the queries that arrived while it was billed (from its request until it was gone, or the
+///    run's end): its bill goes to them, in proportion to their work, wherever they ran; to every
+///    query of the run if none arrived then.
+/// 3. Micro-dollar shares are whole numbers by the largest-remainder method, so each cluster's
+///    shares sum to its rounded bill; `cost` (dollars) is the same split in floating point.
 pub fn attribute_cost_by_work(rows: &mut [TraceRow], clusters: &[ClusterRecord]) {
-    let mut work = vec![0.0; clusters.len()];
-    let mut n = vec![0usize; clusters.len()];
-    for r in rows.iter() {
-        work[r.cluster as usize] += r.work;
-        n[r.cluster as usize] += 1;
-    }
     for r in rows.iter_mut() {
-        let c = r.cluster as usize;
-        r.cost = if work[c] > 0.0 { clusters[c].cost * r.work / work[c] } else { clusters[c].cost / n[c] as f64 };
+        r.cost = 0.0;
+        r.cost_micro_usd = 0;
     }
+    if rows.is_empty() {
+        return;
+    }
+    let run_end = rows.iter().map(|r| r.end).fold(0.0, f64::max);
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); clusters.len()];
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(m) = members.get_mut(r.cluster as usize) {
+            m.push(i);
+        }
+    }
+    for (c, mine) in clusters.iter().zip(members) {
+        let payers: Vec<usize> = if !mine.is_empty() {
+            mine
+        } else {
+            let until = c.gone_at.unwrap_or(run_end);
+            let during: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].arrival >= c.requested_at && rows[i].arrival <= until).collect();
+            if during.is_empty() {
+                (0..rows.len()).collect()
+            } else {
+                during
+            }
+        };
+        let work: Vec<f64> = payers.iter().map(|&i| rows[i].work.max(0.0)).collect();
+        let weights = if work.iter().sum::<f64>() > 0.0 { work } else { vec![1.0; payers.len()] };
+        let total: f64 = weights.iter().sum();
+        let micro = largest_remainder(c.cost_micro_usd(), &weights);
+        for ((&i, w), m) in payers.iter().zip(&weights).zip(micro) {
+            rows[i].cost += c.cost * w / total;
+            rows[i].cost_micro_usd += m;
+        }
+    }
+}
+
+/// One tenant's chargeback: what its queries caused, in whole micro-dollars.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chargeback {
+    pub tenant: String,
+    pub queries: usize,
+    /// Isolated seconds of work its queries executed.
+    pub work_s: f64,
+    pub cost_micro_usd: i64,
 }
 
 impl Trace {
@@ -222,5 +297,65 @@ impl Trace {
     /// Total billed cost ($).
     pub fn total_cost(&self) -> f64 {
         self.clusters.iter().map(|c| c.cost).sum()
+    }
+
+    /// Per-tenant chargeback (tenants in name order). The costs sum to the clusters' bills in
+    /// micro-dollars exactly (rows attributed by [`attribute_cost_by_work`]).
+    pub fn chargeback(&self, workload: &Workload) -> Vec<Chargeback> {
+        let qs = workload.queries();
+        let mut by: BTreeMap<&str, Chargeback> = BTreeMap::new();
+        for r in &self.rows {
+            let name = workload.tenant_name(&qs[r.query]);
+            let e = by.entry(name).or_insert_with(|| Chargeback { tenant: name.to_string(), queries: 0, work_s: 0.0, cost_micro_usd: 0 });
+            e.queries += 1;
+            e.work_s += r.work;
+            e.cost_micro_usd += r.cost_micro_usd;
+        }
+        by.into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cluster(id: ClusterId, cost: f64, requested_at: f64, gone_at: Option<f64>) -> ClusterRecord {
+        ClusterRecord { id, size: 8, requested_at, ready_at: requested_at, teardown_requested_at: gone_at, gone_at, billed_seconds: 60.0, cost, queries: 0, spinup_reason: "initial", teardown_reason: None }
+    }
+
+    fn row(query: usize, cluster: ClusterId, arrival: f64, work: f64) -> TraceRow {
+        TraceRow { query, cluster, cluster_size: 8, arrival, start: Some(arrival), end: arrival + work, latency: work, outcome: Outcome::Completed, work, cost: -1.0, cost_micro_usd: -1 }
+    }
+
+    #[test]
+    fn an_unused_cluster_is_paid_by_the_queries_that_arrived_while_it_was_billed() {
+        // Cluster 1 served nothing while billed from 100 s to 300 s; queries 1 and 2 arrived then.
+        let clusters = [cluster(0, 1.0, 0.0, None), cluster(1, 0.3, 100.0, Some(300.0))];
+        let mut rows = [row(0, 0, 10.0, 1.0), row(1, 0, 150.0, 1.0), row(2, 0, 250.0, 2.0), row(3, 0, 400.0, 1.0)];
+        attribute_cost_by_work(&mut rows, &clusters);
+        let micro: Vec<i64> = rows.iter().map(|r| r.cost_micro_usd).collect();
+        assert_eq!(micro, vec![200_000, 300_000, 600_000, 200_000]);
+        assert_eq!(micro.iter().sum::<i64>(), 1_300_000);
+        // Largest remainders: 1 µ$ over three equal shares goes to the first.
+        assert_eq!(largest_remainder(1, &[1.0, 1.0, 1.0]), vec![1, 0, 0]);
+        assert_eq!(largest_remainder(10, &[1.0, 2.0]), vec![3, 7]);
+    }
+
+    proptest! {
+        #[test]
+        fn attributed_micro_dollars_sum_to_the_bill_exactly(
+            costs in prop::collection::vec((0.0f64..50.0, 0.0f64..3000.0, prop::option::of(0.0f64..3000.0)), 1..6),
+            queries in prop::collection::vec((0usize..6, 0.0f64..4000.0, prop::sample::select(vec![0.0, 0.5, 3.0, 120.0])), 1..60),
+        ) {
+            let clusters: Vec<ClusterRecord> = costs.iter().enumerate().map(|(i, &(cost, at, gone))| cluster(i as ClusterId, cost, at, gone.map(|g| at + g))).collect();
+            let mut rows: Vec<TraceRow> = queries.iter().enumerate().map(|(i, &(c, arrival, work))| row(i, (c % clusters.len()) as ClusterId, arrival, work)).collect();
+            attribute_cost_by_work(&mut rows, &clusters);
+            let billed: i64 = clusters.iter().map(ClusterRecord::cost_micro_usd).sum();
+            prop_assert_eq!(rows.iter().map(|r| r.cost_micro_usd).sum::<i64>(), billed);
+            prop_assert!(rows.iter().all(|r| r.cost_micro_usd >= 0 && r.cost >= 0.0));
+            let dollars: f64 = clusters.iter().map(|c| c.cost).sum();
+            prop_assert!((rows.iter().map(|r| r.cost).sum::<f64>() - dollars).abs() <= 1e-9 * dollars.max(1.0));
+        }
     }
 }

@@ -113,6 +113,7 @@ pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
         ("outcome", strs(rows.iter().map(|r| r.outcome.name()))),
         ("work", f64s(rows.iter().map(|r| r.work))),
         ("cost", f64s(rows.iter().map(|r| r.cost))),
+        ("cost_micro_usd", i64s(rows.iter().map(|r| r.cost_micro_usd))),
     ])?;
     let c = &t.clusters;
     let mut td = Float64Builder::new();
@@ -128,6 +129,7 @@ pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
         ("gone_at", Arc::new(gone.finish())),
         ("billed_seconds", f64s(c.iter().map(|x| x.billed_seconds))),
         ("cost", f64s(c.iter().map(|x| x.cost))),
+        ("cost_micro_usd", i64s(c.iter().map(|x| x.cost_micro_usd()))),
         ("queries", i64s(c.iter().map(|x| x.queries as i64))),
         ("spinup_reason", strs(c.iter().map(|x| x.spinup_reason))),
         ("teardown_reason", strs(c.iter().map(|x| x.teardown_reason.unwrap_or("")))),

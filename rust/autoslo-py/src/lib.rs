@@ -63,6 +63,20 @@ fn catalog_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(convert::catalog_table()?.into_pyarrow(py)?.unbind())
 }
 
+/// Jain's fairness index of non-negative values (e.g. SLO attainment per tenant × class).
+#[pyfunction]
+fn jain_index(values: Vec<f64>) -> PyResult<f64> {
+    autoslo_core::tenancy::jain_index(&values).map_err(err)
+}
+
+/// The multi-tenant case's fixture arithmetic (capacity, memory, p99s, fairness, daily cost), as
+/// JSON.
+#[pyfunction]
+fn canopy_report() -> PyResult<String> {
+    let r = autoslo_core::tenancy::canopy().map_err(err)?;
+    serde_json::to_string(&r).map_err(|e| AutoSloCoreError::new_err(e.to_string()))
+}
+
 /// Error of the size-scaling law on the measured points.
 #[pyfunction]
 fn catalog_fit_report(py: Python<'_>) -> PyResult<Py<PyDict>> {
@@ -376,6 +390,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_table, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_fit_report, m)?)?;
+    m.add_function(wrap_pyfunction!(jain_index, m)?)?;
+    m.add_function(wrap_pyfunction!(canopy_report, m)?)?;
     m.add_function(wrap_pyfunction!(slo_for, m)?)?;
     m.add_function(wrap_pyfunction!(base_workload, m)?)?;
     m.add_function(wrap_pyfunction!(phased_workload, m)?)?;

@@ -272,6 +272,7 @@ impl<'a> Run<'a> {
             outcome,
             work: executed,
             cost: 0.0,
+            cost_micro_usd: 0,
         });
         self.pending.push(Pending::Done(qi, s.info.id, latency, outcome == Outcome::TimedOut));
     }

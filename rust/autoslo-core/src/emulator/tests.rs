@@ -132,6 +132,8 @@ proptest! {
         let billed = t.total_cost();
         prop_assert!(billed > 0.0);
         prop_assert!((attributed - billed).abs() <= 1e-9 * billed, "{} vs {}", attributed, billed);
+        prop_assert_eq!(t.rows.iter().map(|r| r.cost_micro_usd).sum::<i64>(), t.clusters.iter().map(ClusterRecord::cost_micro_usd).sum::<i64>());
+        prop_assert_eq!(t.chargeback(&w).iter().map(|c| c.cost_micro_usd).sum::<i64>(), t.clusters.iter().map(ClusterRecord::cost_micro_usd).sum::<i64>());
         for c in &t.clusters {
             prop_assert!(c.billed_seconds >= 0.0 && c.cost >= 0.0);
             // A cluster is billed at least the time it ran a query, at most from first arrival to last end + minimum.
