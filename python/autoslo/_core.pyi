@@ -393,3 +393,7 @@ def jain_index(values: Sequence[float]) -> float:
 def canopy_report() -> str:
     """The multi-tenant case's fixture arithmetic (capacity, memory, p99s, fairness, daily cost)
     as JSON."""
+
+def mercury_report(seed: int = 0) -> str:
+    """The load-balancing chapter's Mercury fixture under count-balanced and work-aware
+    placement, the 10 → 11 remap fractions, and a worker 3× slower for 90 s, as JSON."""

@@ -322,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = rs.add_parser("canopy", help="the multi-tenant analytics case's fixture: capacity, memory, global vs tenant p99, fairness, daily cost")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_canopy)
+    r = rs.add_parser("placement", help="the load-balancing chapter's Mercury fixture: count-balanced vs work-aware placement, remapping, a 3x slower worker")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_reproduce_placement)
     r = rs.add_parser("all", help="Tables 2, 3 and 4 at once, written as JSON and a summary page")
     r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
@@ -344,6 +348,23 @@ def cmd_reproduce_canopy(args: argparse.Namespace) -> int:
     print(f"dashboard p99: global {r['global_dashboard_p99_s']} s, Aster {r['aster_dashboard_p99_s']} s")
     print(f"Jain's index over four populations' attainment: {r['jain_baseline']:.4f} -> {r['jain_selected']:.5f}")
     print(f"cost per day from the rate card: ${r['cost_per_day']:,.2f}")
+    return 0
+
+
+def cmd_reproduce_placement(args: argparse.Namespace) -> int:
+    r = json.loads(_core.mercury_report(args.seed))
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    workers = "ABCDEFGH"
+    print(f"Mercury: 12,000 requests/s on 8 workers, budget {r['budget_ms_per_s']:.0f} CPU ms/s each, mean demand {r['mean_cpu_ms_per_s']:.0f}\n")
+    rows = [{"policy": run["policy"], **{w: c for w, c in zip(workers, run["cpu_ms_per_s"])}, "peak": run["peak_cpu_ms_per_s"], "over budget": run["workers_over_budget"], "p99 ms": run["p99_response_ms"]} for run in (r["count_balanced"], r["work_aware"])]
+    print(fmt_table(rows, list(rows[0])))
+    s = r["slowdown"]
+    print(f"\nworker {workers[s['worker']]} {s['factor']:.0f}x slower from {s['from_s']:.0f} s for {s['for_s']:.0f} s (300 s run):")
+    rows = [{"policy": run["policy"], "p99 ms": run["p99_response_ms"], "p99 ms in the slow window": run["p99_response_slow_window_ms"], "slow worker's share": run["slow_worker_share"], "ejections": " ".join(f"{t:.0f}s+{d:.0f}s" for t, _, d in run["ejections"]) or "-"} for run in r["slow"]]
+    print(fmt_table(rows, list(rows[0])))
+    print(f"\nremapped on 10 -> 11 workers: modulo {r['remap_modulo_10_to_11']:.3f} (10/11 = 0.909), consistent ring {r['remap_ring_10_to_11']:.3f} (1/11 = 0.091)")
     return 0
 
 

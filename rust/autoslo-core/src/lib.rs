@@ -18,6 +18,8 @@
 //! - [`live`]: the Query Router used live, over a changing cluster set and a real clock;
 //! - [`tuner`]: the Policy Tuner (reservoir tables, forecaster, SimulateBatch, Spinup Scheduler,
 //!   Configuration Tuner) and execution configurations;
+//! - [`placement`]: work-aware placement, outlier ejection and consistent placement (the
+//!   load-balancing chapter), with its Mercury fixture;
 //! - [`tenancy`]: fairness across tenant × class populations, the chargeback rate card, and the
 //!   multi-tenant case's fixture;
 //! - [`control_plane`]: the live control plane, the router on the request path and the
@@ -32,6 +34,7 @@ pub mod control;
 pub mod control_plane;
 pub mod emulator;
 pub mod live;
+pub mod placement;
 pub mod predictor;
 pub mod router;
 pub mod error;

@@ -77,6 +77,16 @@ fn canopy_report() -> PyResult<String> {
     serde_json::to_string(&r).map_err(|e| AutoSloCoreError::new_err(e.to_string()))
 }
 
+/// The load-balancing chapter's Mercury fixture under count-balanced and work-aware placement,
+/// the 10 → 11 remap fractions, and a worker 3× slower for 90 s (with and without ejection), as
+/// JSON.
+#[pyfunction]
+#[pyo3(signature = (seed=0))]
+fn mercury_report(py: Python<'_>, seed: u64) -> PyResult<String> {
+    let r = py.detach(|| autoslo_core::placement::mercury(seed)).map_err(err)?;
+    serde_json::to_string(&r).map_err(|e| AutoSloCoreError::new_err(e.to_string()))
+}
+
 /// Error of the size-scaling law on the measured points.
 #[pyfunction]
 fn catalog_fit_report(py: Python<'_>) -> PyResult<Py<PyDict>> {
@@ -392,6 +402,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(catalog_fit_report, m)?)?;
     m.add_function(wrap_pyfunction!(jain_index, m)?)?;
     m.add_function(wrap_pyfunction!(canopy_report, m)?)?;
+    m.add_function(wrap_pyfunction!(mercury_report, m)?)?;
     m.add_function(wrap_pyfunction!(slo_for, m)?)?;
     m.add_function(wrap_pyfunction!(base_workload, m)?)?;
     m.add_function(wrap_pyfunction!(phased_workload, m)?)?;
