@@ -157,3 +157,18 @@ def test_incremental_and_batch_billing_agree(iv: list[tuple[float, float]], mini
     batch = autoslo.billed_seconds(iv, minimum)
     assert batch >= 0
     assert timer.billed_seconds_at(1e9) == pytest.approx(batch, abs=1e-6)
+
+
+def test_a_reservation_keeps_other_queries_off_the_reserved_cluster() -> None:
+    from autoslo.tenancy import Reservation
+
+    wl = autoslo.redbench_workload(days=1, seed=5, queries_per_day=1200, tenants=3, kappa=3)
+    res = autoslo.emulate(wl, [16, 16, 8], routing="round-robin", reservation=Reservation(["tenant-1"], [2], premium_classes=["dashboard"]))
+    on_reserved = res.trace.filter(pc.equal(res.trace["cluster_id"], 2)).to_pylist()
+    assert on_reserved and all(r["tenant"] == "tenant-1" and r["class"] == "dashboard" for r in on_reserved)
+    with pytest.raises(autoslo.AutoSloCoreError, match="tenant `nobody` is not in the workload"):
+        autoslo.emulate(wl, [16], reservation=Reservation(["nobody"], [0]))
+    with pytest.raises(autoslo.AutoSloCoreError, match="cluster 3 is not one of the 1 initial clusters"):
+        autoslo.emulate(wl, [16], reservation=Reservation(["tenant-1"], [3]))
+    with pytest.raises(autoslo.AutoSloCoreError, match="class `etl` is not in the workload"):
+        autoslo.emulate(wl, [16], reservation=Reservation(["tenant-1"], [0], premium_classes=["etl"]))

@@ -96,6 +96,7 @@ def emulate(
     slo_headroom: float = 1.25,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
+    reservation: tuple[Sequence[str], Sequence[str] | None, Sequence[int], bool] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
     ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``, ``schedule`` fixed actions,

@@ -13,6 +13,7 @@ from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.progress import progress_bar
+from autoslo.tenancy import Reservation
 from autoslo.tuner import ExecutionConfig
 
 
@@ -177,6 +178,7 @@ def emulate(
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
     autoscaler: AutoscalerConfig | str | None = None,
     config: ExecutionConfig | str | PathLike[str] | None = None,
+    reservation: Reservation | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
@@ -190,7 +192,8 @@ def emulate(
     ``result.events``. ``config`` (an :class:`autoslo.tuner.ExecutionConfig` or a YAML file, as
     ``autoslo tune`` writes) runs an execution configuration instead: its initial clusters, routing,
     scheduled spinups and autoscaler (then give neither ``clusters``, ``autoscaler`` nor
-    ``schedule``). ``progress=True`` shows a tqdm bar;
+    ``schedule``). ``reservation`` (an :class:`autoslo.tenancy.Reservation`) holds clusters for
+    premium tenants around the routing policy. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
@@ -219,6 +222,7 @@ def emulate(
             slo_headroom=slo_headroom,
             autoscaler=spec,
             config=cfg,
+            reservation=reservation.as_args() if reservation is not None else None,
         )
     finally:
         close()

@@ -16,6 +16,7 @@ use autoslo_core::control::{Action, ScheduledAction};
 use autoslo_core::emulator::{self, ColdStart, EmulatorConfig, Lifecycle};
 use autoslo_core::router;
 use autoslo_core::slo::{ClassRule, SloTable};
+use autoslo_core::tenancy;
 use autoslo_core::workload::{self, RedbenchConfig, Workload};
 use autoslo_core::AutoSloError;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
@@ -181,7 +182,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -205,6 +206,7 @@ fn emulate(
     slo_headroom: f64,
     autoscaler: Option<Bound<'_, PyDict>>,
     config: Option<&str>,
+    reservation: Option<(Vec<String>, Option<Vec<String>>, Vec<u32>, bool)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
@@ -219,6 +221,9 @@ fn emulate(
     };
     let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom };
     let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
+    if let Some((tenants, classes, reserved, borrow_idle)) = reservation {
+        router = Box::new(tenancy::ReservedRouter::new(router, reservation_of(&w, &tenants, classes.as_deref(), &reserved, clusters.len(), borrow_idle)?));
+    }
     let mut scaler = scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     let trace = py
         .detach(|| {
@@ -227,6 +232,25 @@ fn emulate(
         })
         .map_err(err)?;
     convert::trace_out(py, &w, &trace)
+}
+
+/// A reservation by tenant names and initial-cluster indices, checked against the run.
+fn reservation_of(w: &Workload, tenants: &[String], classes: Option<&[String]>, reserved: &[u32], initial: usize, borrow_idle: bool) -> PyResult<tenancy::Reservation> {
+    let index = |names: &[String], known: &[String], what: &str| {
+        names
+            .iter()
+            .map(|t| known.iter().position(|x| x == t).map(|i| i as u32).ok_or_else(|| AutoSloCoreError::new_err(format!("reservation: {what} `{t}` is not in the workload ({what}s: {})", known.join(", ")))))
+            .collect::<PyResult<Vec<_>>>()
+    };
+    let premium_tenants = index(tenants, w.tenants(), "tenant")?;
+    let premium_classes = classes.map(|c| index(c, w.classes(), "class")).transpose()?;
+    if let Some(c) = reserved.iter().find(|&&c| c as usize >= initial) {
+        return Err(AutoSloCoreError::new_err(format!("reservation: cluster {c} is not one of the {initial} initial clusters (0-based)")));
+    }
+    if premium_tenants.is_empty() || reserved.is_empty() {
+        return Err(AutoSloCoreError::new_err("reservation: name at least one premium tenant and one reserved cluster"));
+    }
+    Ok(tenancy::Reservation { premium_tenants, premium_classes, reserved_clusters: reserved.to_vec(), borrow_idle })
 }
 
 /// The lifecycle model by name.

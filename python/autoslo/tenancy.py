@@ -1,0 +1,28 @@
+"""Tenancy controls: reservations for premium tenants (more to come: admission, SLO policy per
+tier). Reports per tenant × class, the chargeback and fairness are on
+:class:`autoslo.EmulationResult`; the rules are in ``docs/tenancy.md``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Clusters held for premium tenants (or some of their classes, ``premium_classes``): their
+    queries may use every cluster, other queries only the unreserved ones (and, with ``borrow_idle``, a reserved cluster while it is
+    idle; queries are not preempted, so borrowing gives up some of the reservation). Clusters
+    are indices of the run's initial clusters; clusters the autoscaler adds are unreserved. A
+    query that no unreserved cluster can take may use any."""
+
+    premium_tenants: Sequence[str]
+    reserved_clusters: Sequence[int]
+    #: Only these classes of the premium tenants are premium (default: all their classes).
+    premium_classes: Sequence[str] | None = None
+    borrow_idle: bool = False
+
+    def as_args(self) -> tuple[list[str], list[str] | None, list[int], bool]:
+        """The form ``_core.emulate(reservation=...)`` takes."""
+        classes = [str(c) for c in self.premium_classes] if self.premium_classes is not None else None
+        return [str(t) for t in self.premium_tenants], classes, [int(c) for c in self.reserved_clusters], bool(self.borrow_idle)
