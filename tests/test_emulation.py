@@ -172,3 +172,24 @@ def test_a_reservation_keeps_other_queries_off_the_reserved_cluster() -> None:
         autoslo.emulate(wl, [16], reservation=Reservation(["tenant-1"], [3]))
     with pytest.raises(autoslo.AutoSloCoreError, match="class `etl` is not in the workload"):
         autoslo.emulate(wl, [16], reservation=Reservation(["tenant-1"], [0], premium_classes=["etl"]))
+
+
+def test_deadline_admission_rejects_infeasible_queries_as_outcomes_of_their_own() -> None:
+    from autoslo.tenancy import DeadlineAdmission
+
+    wl = autoslo.redbench_workload(days=1, seed=0, queries_per_day=1500, tenants=2, kappa=3)
+    res = autoslo.emulate(wl, [16, 16], routing="round-robin", admission=DeadlineAdmission())
+    rejected = res.trace.filter(pc.equal(res.trace["outcome"], "rejected"))
+    assert rejected.num_rows > 0 and res.summary()["rejected"] == rejected.num_rows
+    assert set(rejected["reject_reason"].to_pylist()) == {"infeasible-deadline"}
+    assert rejected["cluster_id"].null_count == rejected.num_rows and pc.sum(rejected["cost_micro_usd"]).as_py() == 0
+    from autoslo.bundled import load
+
+    model = load()
+    assert all(model.stage_estimate(r["template"], r["instance"], 16) > r["slo"] for r in rejected.to_pylist())
+    t = res.per_tenant_class()
+    assert pc.sum(t["met"]).as_py() + pc.sum(t["late"]).as_py() + pc.sum(t["rejected"]).as_py() == res.queries
+    assert pc.sum(res.chargeback()["cost_micro_usd"]).as_py() == pc.sum(res.clusters["cost_micro_usd"]).as_py()
+    assert res.worst_tenants(2).num_rows == 2
+    with pytest.raises(autoslo.AutoSloCoreError, match="admission margin"):
+        autoslo.emulate(wl, [16], admission=DeadlineAdmission(margin=0.5))

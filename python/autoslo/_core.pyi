@@ -97,6 +97,7 @@ def emulate(
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
     reservation: tuple[Sequence[str], Sequence[str] | None, Sequence[int], bool] | None = None,
+    admission: tuple[float, int | None] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
     ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``, ``schedule`` fixed actions,

@@ -18,6 +18,7 @@ from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
+from autoslo.tenancy import DeadlineAdmission
 from autoslo.tuner_cli import register as register_tuner
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
@@ -72,10 +73,11 @@ def _autoscaler(args: argparse.Namespace) -> AutoscalerConfig | None:
 
 def cmd_emulate(args: argparse.Namespace) -> int:
     wl = _workload(args)
+    admission = DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None
     if args.config:
         if args.clusters is not None or args.autoscaler is not None:
             raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
-        result = emulate(wl, seed=args.seed, timeout_s=args.timeout if args.timeout > 0 else None, lifecycle=args.lifecycle, progress=args.progress, config=args.config)
+        result = emulate(wl, seed=args.seed, timeout_s=args.timeout if args.timeout > 0 else None, lifecycle=args.lifecycle, progress=args.progress, config=args.config, admission=admission)
     else:
         result = emulate(
             wl,
@@ -86,6 +88,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
             lifecycle=args.lifecycle,
             progress=args.progress,
             autoscaler=_autoscaler(args),
+            admission=admission,
         )
     if args.trace:
         write_table(result.trace, args.trace)
@@ -99,7 +102,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     else:
         print(fmt_table([summary], list(summary)))
         print()
-        print(fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "violation_rate", "latency_p50", "latency_p95", "cost"]))
+        print(fmt_table(result.per_tenant_class().to_pylist(), ["tenant", "class", "queries", "met", "late", "rejected", "violation_rate", "latency_p50", "latency_p95", "latency_p99", "cost"]))
         print()
         print("chargeback (every cluster's bill, idle and spinup time included, attributed to queries; docs/tenancy.md):")
         print(fmt_table(result.chargeback().to_pylist(), ["tenant", "queries", "work_s", "cost_micro_usd", "cost"]))
@@ -224,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
     p.add_argument("--clusters-out", metavar="OUT.parquet", help="write the per-cluster bills to Parquet")
     p.add_argument("--events-out", metavar="OUT.parquet", help="write the cluster events (spinups, teardowns, with reasons) to Parquet")
+    p.add_argument("--admission", choices=("none", "deadline"), default="none", help="admission at the router boundary: none (default), or deadline (reject, before any work, queries whose Stage estimate exceeds their SLO on the largest cluster)")
+    p.add_argument("--admission-margin", dest="admission_margin", type=float, default=1.0, help="with --admission deadline: reject only when the estimate exceeds SLO x this (default 1)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     g = p.add_argument_group("autoscaling (default: the clusters stay as given)")

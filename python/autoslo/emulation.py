@@ -13,7 +13,7 @@ from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.progress import progress_bar
-from autoslo.tenancy import Reservation
+from autoslo.tenancy import DeadlineAdmission, Reservation
 from autoslo.tuner import ExecutionConfig
 
 
@@ -40,7 +40,7 @@ class EmulationResult:
 
     @property
     def violations(self) -> int:
-        """Queries that missed their SLO (timed-out queries included)."""
+        """Queries that missed their SLO (timed-out and rejected queries included)."""
         return self.queries - int(pc.sum(self.trace["met"]).as_py() or 0)
 
     @property
@@ -58,6 +58,11 @@ class EmulationResult:
         """Queries that hit the timeout (censored)."""
         return int(pc.sum(self.trace["censored"]).as_py() or 0)
 
+    @property
+    def rejected(self) -> int:
+        """Queries rejected at admission (counted as violations)."""
+        return int(pc.sum(pc.equal(self.trace["outcome"], "rejected")).as_py() or 0)
+
     def summary(self) -> dict[str, float | int]:
         """Fleet-wide numbers as a plain dict (what ``autoslo emulate --json`` prints)."""
         return {
@@ -65,28 +70,44 @@ class EmulationResult:
             "violations": self.violations,
             "violation_rate": self.violation_rate,
             "timeouts": self.timeouts,
+            "rejected": self.rejected,
             "cost": self.cost,
             "clusters": self.clusters.num_rows,
         }
 
     def per_tenant_class(self) -> pa.Table:
-        """Queries, violation rate, latency p50/p95 and attributed cost per tenant × class."""
-        t = self.trace.append_column("violated", pc.invert(self.trace["met"]))
+        """Per tenant × class: queries by outcome (``met``; ``late``, which includes timeouts;
+        ``rejected`` at admission), ``violations`` (late + rejected), ``timeouts``, latency
+        p50/p95/p99 of the queries that ran, attributed ``cost``, ``violation_rate`` and
+        ``attainment`` (1 − violation rate)."""
+        t = self.trace
+        rejected = pc.equal(t["outcome"], "rejected")
+        t = t.append_column("violated", pc.invert(t["met"])).append_column("is_rejected", rejected)
+        t = t.append_column("ran_latency", pc.if_else(rejected, pa.scalar(None, pa.float64()), t["latency"]))
         g = t.group_by(["tenant", "class"]).aggregate(
             [
                 ("query_id", "count"),
+                ("met", "sum"),
                 ("violated", "sum"),
+                ("is_rejected", "sum"),
                 ("censored", "sum"),
-                ("latency", "approximate_median"),
-                ("latency", "tdigest", pc.TDigestOptions(q=0.95)),
+                ("ran_latency", "approximate_median"),
+                ("ran_latency", "tdigest", pc.TDigestOptions(q=0.95)),
+                ("ran_latency", "tdigest", pc.TDigestOptions(q=0.99)),
                 ("cost", "sum"),
             ]
         )
-        g = g.rename_columns(["tenant", "class", "queries", "violations", "timeouts", "latency_p50", "latency_p95", "cost"])
-        g = g.set_column(6, "latency_p95", pc.list_element(g["latency_p95"], 0))
+        g = g.rename_columns(["tenant", "class", "queries", "met", "violations", "rejected", "timeouts", "latency_p50", "latency_p95", "latency_p99", "cost"])
+        g = g.set_column(8, "latency_p95", pc.list_element(g["latency_p95"], 0)).set_column(9, "latency_p99", pc.list_element(g["latency_p99"], 0))
+        g = g.append_column("late", pc.subtract(g["violations"], g["rejected"]))
         rate = pc.divide(pc.cast(g["violations"], pa.float64()), pc.cast(g["queries"], pa.float64()))
-        g = g.append_column("violation_rate", rate)
+        g = g.append_column("violation_rate", rate).append_column("attainment", pc.subtract(1.0, rate))
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
+
+    def worst_tenants(self, k: int = 5) -> pa.Table:
+        """The ``k`` tenant × class populations with the lowest attainment (ties: more queries
+        first): who a fleet-wide figure hides."""
+        return self.per_tenant_class().sort_by([("attainment", "ascending"), ("queries", "descending"), ("tenant", "ascending")]).slice(0, k)
 
     def fairness(self) -> dict[str, object]:
         """Jain's fairness index over SLO attainment (1 − violation rate) per tenant × class,
@@ -179,6 +200,7 @@ def emulate(
     autoscaler: AutoscalerConfig | str | None = None,
     config: ExecutionConfig | str | PathLike[str] | None = None,
     reservation: Reservation | None = None,
+    admission: DeadlineAdmission | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
@@ -193,11 +215,13 @@ def emulate(
     ``autoslo tune`` writes) runs an execution configuration instead: its initial clusters, routing,
     scheduled spinups and autoscaler (then give neither ``clusters``, ``autoscaler`` nor
     ``schedule``). ``reservation`` (an :class:`autoslo.tenancy.Reservation`) holds clusters for
-    premium tenants around the routing policy. ``progress=True`` shows a tqdm bar;
+    premium tenants around the routing policy. ``admission`` (an
+    :class:`autoslo.tenancy.DeadlineAdmission`) rejects infeasible queries before any work, as
+    outcomes of their own. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
-    predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None, predictor)
+    predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None or admission is not None, predictor)
     spec = as_spec(autoscaler)
     callback, close = progress_bar(progress, "emulating", "query")
     try:
@@ -223,6 +247,7 @@ def emulate(
             autoscaler=spec,
             config=cfg,
             reservation=reservation.as_args() if reservation is not None else None,
+            admission=admission.as_args() if admission is not None else None,
         )
     finally:
         close()

@@ -1,5 +1,4 @@
-"""Tenancy controls: reservations for premium tenants (more to come: admission, SLO policy per
-tier). Reports per tenant × class, the chargeback and fairness are on
+"""Tenancy controls: admission with typed rejections, and reservations for premium tenants. Reports per tenant × class, the chargeback and fairness are on
 :class:`autoslo.EmulationResult`; the rules are in ``docs/tenancy.md``."""
 
 from __future__ import annotations
@@ -26,3 +25,20 @@ class Reservation:
         """The form ``_core.emulate(reservation=...)`` takes."""
         classes = [str(c) for c in self.premium_classes] if self.premium_classes is not None else None
         return [str(t) for t in self.premium_tenants], classes, [int(c) for c in self.reserved_clusters], bool(self.borrow_idle)
+
+
+@dataclass(frozen=True)
+class DeadlineAdmission:
+    """Admission at the router boundary: reject, before any work, a query whose Stage estimate
+    alone on the largest cluster size available exceeds its SLO × ``margin``
+    (``infeasible-deadline``), and a query no cluster can take (``capacity``). ``largest_size``:
+    the largest size the fleet can offer (e.g. the autoscaler's largest spinup size; default: the
+    largest cluster taking queries now). A rejected query is an outcome of its own: never met, no
+    cluster, no cost (``trace["outcome"] == "rejected"``, with ``reject_reason``)."""
+
+    margin: float = 1.0
+    largest_size: int | None = None
+
+    def as_args(self) -> tuple[float, int | None]:
+        """The form ``_core.emulate(admission=...)`` takes."""
+        return float(self.margin), (int(self.largest_size) if self.largest_size is not None else None)

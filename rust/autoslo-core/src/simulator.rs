@@ -228,7 +228,7 @@ impl<'a> WorkloadSimulator<'a> {
                 let size = c.info.size;
                 let q = &self.workload.queries()[r.qi];
                 let work = self.predictor.stage.estimate(q.text, size)?;
-                self.rows[r.qi] = Some(TraceRow { query: r.qi, cluster: k as ClusterId, cluster_size: size, arrival: r.arrival, start: Some(r.arrival + r.wait), end, latency, outcome, work, cost: 0.0, cost_micro_usd: 0 });
+                self.rows[r.qi] = Some(TraceRow { query: r.qi, cluster: Some(k as ClusterId), cluster_size: Some(size), arrival: r.arrival, start: Some(r.arrival + r.wait), end, latency, outcome, work, cost: 0.0, cost_micro_usd: 0 });
                 let ev = Event::Completion { query: q, cluster: k as ClusterId, latency, censored: outcome == Outcome::TimedOut };
                 self.deliver(now, ev, router, scaler)?;
             }

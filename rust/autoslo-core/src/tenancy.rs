@@ -1,12 +1,14 @@
-//! Tenancy: fairness across tenant × class populations, reservations for premium tenants
-//! ([`reservation`]), a resource rate card for chargeback, and the multi-tenant analytics case's
+//! Tenancy: fairness across tenant × class populations, admission with typed rejections
+//! ([`admission`]), reservations for premium tenants ([`reservation`]), a resource rate card for chargeback, and the multi-tenant analytics case's
 //! fixture (002_… in `shared/seeds`, "Canopy").
 //!
 //! Cost attribution of a run's bill to its queries is [`crate::trace::attribute_cost_by_work`];
 //! per-tenant sums are [`crate::trace::Trace::chargeback`].
 
+pub mod admission;
 pub mod reservation;
 
+pub use admission::{Admission, DeadlineAdmission};
 pub use reservation::{Reservation, ReservedRouter};
 
 use serde::Serialize;

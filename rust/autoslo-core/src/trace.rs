@@ -15,6 +15,26 @@ pub enum Outcome {
     Completed,
     /// Hit the per-query timeout; its latency is a lower bound (censored).
     TimedOut,
+    /// Refused at admission, before any work (never met; latency 0, no cluster, no cost).
+    Rejected(RejectReason),
+}
+
+/// Why admission refused a query (stable names, for reports and alerts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectReason {
+    /// Even alone on the largest cluster available, the query's estimated runtime exceeds its SLO.
+    InfeasibleDeadline,
+    /// No cluster can take the query.
+    Capacity,
+}
+
+impl RejectReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            RejectReason::InfeasibleDeadline => "infeasible-deadline",
+            RejectReason::Capacity => "capacity",
+        }
+    }
 }
 
 impl Outcome {
@@ -22,6 +42,7 @@ impl Outcome {
         match self {
             Outcome::Completed => "completed",
             Outcome::TimedOut => "timeout",
+            Outcome::Rejected(_) => "rejected",
         }
     }
 }
@@ -31,8 +52,9 @@ impl Outcome {
 pub struct TraceRow {
     /// Index of the query in the workload.
     pub query: usize,
-    pub cluster: ClusterId,
-    pub cluster_size: u32,
+    /// Where it ran (`None`: rejected at admission).
+    pub cluster: Option<ClusterId>,
+    pub cluster_size: Option<u32>,
     pub arrival: f64,
     /// When it began executing (`None` if it timed out while queued).
     pub start: Option<f64>,
@@ -56,6 +78,9 @@ impl TraceRow {
     }
     pub fn censored(&self) -> bool {
         self.outcome == Outcome::TimedOut
+    }
+    pub fn rejected(&self) -> bool {
+        matches!(self.outcome, Outcome::Rejected(_))
     }
 }
 
@@ -144,8 +169,11 @@ impl Trace {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupSummary {
     pub queries: usize,
+    /// Queries that missed their SLO (late, timed out or rejected).
     pub violations: usize,
     pub timeouts: usize,
+    /// Queries rejected at admission.
+    pub rejected: usize,
     pub violation_rate: f64,
     pub latency_p50: f64,
     pub latency_p95: f64,
@@ -196,7 +224,8 @@ fn largest_remainder(total: i64, weights: &[f64]) -> Vec<i64> {
 /// 2. A cluster that executed no query (spun up for load that went elsewhere) was provisioned for
 ///    the queries that arrived while it was billed (from its request until it was gone, or the
 ///    run's end): its bill goes to them, in proportion to their work, wherever they ran; to every
-///    query of the run if none arrived then.
+///    query of the run if none arrived then. Queries rejected at admission caused no work and
+///    pay nothing (unless every query was rejected).
 /// 3. Micro-dollar shares are whole numbers by the largest-remainder method, so each cluster's
 ///    shares sum to its rounded bill; `cost` (dollars) is the same split in floating point.
 pub fn attribute_cost_by_work(rows: &mut [TraceRow], clusters: &[ClusterRecord]) {
@@ -210,18 +239,22 @@ pub fn attribute_cost_by_work(rows: &mut [TraceRow], clusters: &[ClusterRecord])
     let run_end = rows.iter().map(|r| r.end).fold(0.0, f64::max);
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); clusters.len()];
     for (i, r) in rows.iter().enumerate() {
-        if let Some(m) = members.get_mut(r.cluster as usize) {
+        if let Some(m) = r.cluster.and_then(|c| members.get_mut(c as usize)) {
             m.push(i);
         }
     }
+    // Rejected queries caused no work and pay nothing; if every query was rejected, a bill
+    // still needs payers: all of them, equally.
+    let executed: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].rejected()).collect();
+    let fallback: Vec<usize> = if executed.is_empty() { (0..rows.len()).collect() } else { executed };
     for (c, mine) in clusters.iter().zip(members) {
         let payers: Vec<usize> = if !mine.is_empty() {
             mine
         } else {
             let until = c.gone_at.unwrap_or(run_end);
-            let during: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].arrival >= c.requested_at && rows[i].arrival <= until).collect();
+            let during: Vec<usize> = fallback.iter().copied().filter(|&i| rows[i].arrival >= c.requested_at && rows[i].arrival <= until).collect();
             if during.is_empty() {
-                (0..rows.len()).collect()
+                fallback.clone()
             } else {
                 during
             }
@@ -252,18 +285,22 @@ impl Trace {
     fn summarize(&self, workload: &Workload, keep: impl Fn(usize) -> bool) -> GroupSummary {
         let qs = workload.queries();
         let mut lat = Vec::new();
-        let (mut n, mut viol, mut to, mut cost) = (0, 0, 0, 0.0);
+        let (mut n, mut viol, mut to, mut rej, mut cost) = (0, 0, 0, 0, 0.0);
         for r in self.rows.iter().filter(|r| keep(r.query)) {
             n += 1;
             viol += usize::from(!r.met(qs[r.query].slo));
             to += usize::from(r.censored());
+            rej += usize::from(r.rejected());
             cost += r.cost;
-            lat.push(r.latency);
+            if !r.rejected() {
+                lat.push(r.latency);
+            }
         }
         GroupSummary {
             queries: n,
             violations: viol,
             timeouts: to,
+            rejected: rej,
             violation_rate: if n > 0 { viol as f64 / n as f64 } else { 0.0 },
             latency_p50: quantile(&lat, 0.5).unwrap_or(f64::NAN),
             latency_p95: quantile(&lat, 0.95).unwrap_or(f64::NAN),
@@ -325,7 +362,7 @@ mod tests {
     }
 
     fn row(query: usize, cluster: ClusterId, arrival: f64, work: f64) -> TraceRow {
-        TraceRow { query, cluster, cluster_size: 8, arrival, start: Some(arrival), end: arrival + work, latency: work, outcome: Outcome::Completed, work, cost: -1.0, cost_micro_usd: -1 }
+        TraceRow { query, cluster: Some(cluster), cluster_size: Some(8), arrival, start: Some(arrival), end: arrival + work, latency: work, outcome: Outcome::Completed, work, cost: -1.0, cost_micro_usd: -1 }
     }
 
     #[test]

@@ -93,7 +93,14 @@ pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
     let mut censored = BooleanBuilder::with_capacity(rows.len());
     rows.iter().for_each(|r| censored.append_value(r.censored()));
     let mut size = UInt32Builder::with_capacity(rows.len());
-    rows.iter().for_each(|r| size.append_value(r.cluster_size));
+    rows.iter().for_each(|r| size.append_option(r.cluster_size));
+    let mut cluster = Int64Builder::with_capacity(rows.len());
+    rows.iter().for_each(|r| cluster.append_option(r.cluster.map(i64::from)));
+    let mut reason = StringBuilder::new();
+    rows.iter().for_each(|r| match r.outcome {
+        autoslo_core::trace::Outcome::Rejected(why) => reason.append_value(why.name()),
+        _ => reason.append_null(),
+    });
     let q = |r: &autoslo_core::trace::TraceRow| &qs[r.query];
     let trace = table(vec![
         ("query_id", i64s(rows.iter().map(|r| q(r).id as i64))),
@@ -101,7 +108,7 @@ pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
         ("instance", i64s(rows.iter().map(|r| q(r).text.instance as i64))),
         ("tenant", strs(rows.iter().map(|r| w.tenant_name(q(r))))),
         ("class", strs(rows.iter().map(|r| w.class_name(q(r))))),
-        ("cluster_id", i64s(rows.iter().map(|r| r.cluster as i64))),
+        ("cluster_id", Arc::new(cluster.finish())),
         ("cluster_size", Arc::new(size.finish())),
         ("arrival", f64s(rows.iter().map(|r| r.arrival))),
         ("start", Arc::new(start.finish())),
@@ -111,6 +118,7 @@ pub fn trace_tables(w: &Workload, t: &Trace) -> PyResult<(PyTable, PyTable)> {
         ("met", Arc::new(met.finish())),
         ("censored", Arc::new(censored.finish())),
         ("outcome", strs(rows.iter().map(|r| r.outcome.name()))),
+        ("reject_reason", Arc::new(reason.finish())),
         ("work", f64s(rows.iter().map(|r| r.work))),
         ("cost", f64s(rows.iter().map(|r| r.cost))),
         ("cost_micro_usd", i64s(rows.iter().map(|r| r.cost_micro_usd))),

@@ -182,7 +182,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -207,6 +207,7 @@ fn emulate(
     autoscaler: Option<Bound<'_, PyDict>>,
     config: Option<&str>,
     reservation: Option<(Vec<String>, Option<Vec<String>>, Vec<u32>, bool)>,
+    admission: Option<(f64, Option<u32>)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = workload_in(workload, kappa, None, None, None)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
@@ -225,10 +226,18 @@ fn emulate(
         router = Box::new(tenancy::ReservedRouter::new(router, reservation_of(&w, &tenants, classes.as_deref(), &reserved, clusters.len(), borrow_idle)?));
     }
     let mut scaler = scaling::scaler(autoscaler, schedule, config, spinup_s)?;
+    let mut admission = match admission {
+        None => None,
+        Some((margin, largest)) => {
+            let p = predictor.as_ref().ok_or_else(|| AutoSloCoreError::new_err("admission needs a latency predictor (its Stage estimates)"))?;
+            Some(tenancy::DeadlineAdmission::new(p.get().inner.clone(), margin, largest).map_err(err)?)
+        }
+    };
     let trace = py
         .detach(|| {
             let mut report = progress_reporter(&progress);
-            emulator::emulate_with_progress(&w, &clusters, router.as_mut(), scaler.as_mut(), &cfg, &mut report)
+            let admission = admission.as_mut().map(|a| a as &mut dyn tenancy::Admission);
+            emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, &cfg, &mut report)
         })
         .map_err(err)?;
     convert::trace_out(py, &w, &trace)

@@ -153,6 +153,6 @@ fn vertical_scaling_drains_the_old_cluster_once_the_new_one_is_ready() {
     assert_eq!(old.reason, "replaced");
     assert!((old.time - ready_at).abs() < 1e-9);
     // Nothing is routed to the old cluster after the new one is ready.
-    assert!(t.rows.iter().filter(|r| r.cluster == 0).all(|r| r.arrival <= ready_at));
+    assert!(t.rows.iter().filter(|r| r.cluster == Some(0)).all(|r| r.arrival <= ready_at));
 }
 

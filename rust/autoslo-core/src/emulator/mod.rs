@@ -27,7 +27,8 @@ use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::rng::{derive_seed, Rng};
-use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, Trace, TraceRow};
+use crate::tenancy::Admission;
+use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, RejectReason, Trace, TraceRow};
 use crate::workload::Workload;
 
 /// Cold start of clusters spun up during a run.
@@ -260,11 +261,12 @@ impl<'a> Run<'a> {
         let latency = match outcome {
             Outcome::Completed => t - arrival,
             Outcome::TimedOut => self.cfg.timeout_s.unwrap_or(t - arrival),
+            Outcome::Rejected(_) => 0.0,
         };
         self.rows[qi] = Some(TraceRow {
             query: qi,
-            cluster: s.info.id,
-            cluster_size: s.info.size,
+            cluster: Some(s.info.id),
+            cluster_size: Some(s.info.size),
             arrival,
             start: self.start[qi],
             end: t,
@@ -275,6 +277,12 @@ impl<'a> Run<'a> {
             cost_micro_usd: 0,
         });
         self.pending.push(Pending::Done(qi, s.info.id, latency, outcome == Outcome::TimedOut));
+    }
+
+    /// Record query `qi` as rejected at admission at `t`: no cluster, no work, no cost.
+    fn reject(&mut self, qi: usize, t: f64, reason: RejectReason) {
+        let arrival = self.arrival[qi];
+        self.rows[qi] = Some(TraceRow { query: qi, cluster: None, cluster_size: None, arrival, start: None, end: t, latency: 0.0, outcome: Outcome::Rejected(reason), work: 0.0, cost: 0.0, cost_micro_usd: 0 });
     }
 
     /// Bring cluster `c` to time `t`, handling everything that happens inside it at `t`.
@@ -464,6 +472,21 @@ pub fn emulate_with_progress(
     cfg: &EmulatorConfig,
     progress: Progress<'_>,
 ) -> Result<Trace> {
+    emulate_admitted(workload, initial_clusters, router, scaler, None, cfg, progress)
+}
+
+/// [`emulate_with_progress`] with admission at the router boundary: each arrival is first put
+/// to `admission`; a rejected query gets its outcome row (never met, no cluster, no cost) and is
+/// not routed.
+pub fn emulate_admitted(
+    workload: &Workload,
+    initial_clusters: &[u32],
+    router: &mut dyn Router,
+    scaler: &mut dyn Scaler,
+    mut admission: Option<&mut dyn Admission>,
+    cfg: &EmulatorConfig,
+    progress: Progress<'_>,
+) -> Result<Trace> {
     cfg.validate()?;
     scaler.check(&*router)?;
     if initial_clusters.is_empty() && scaler.tick_interval().is_none() {
@@ -525,12 +548,16 @@ pub fn emulate_with_progress(
             let actions = scaler.on_event(now, &ev, &infos, &*router);
             run.apply(actions, now)?;
             run.infos_into(&mut infos);
-            let c = router.route(now, q, &infos)?;
-            run.admit(c, qi, now)?;
-            let routed = Event::Routed { query: q, cluster: c };
-            run.infos_into(&mut infos);
-            let actions = scaler.on_event(now, &routed, &infos, &*router);
-            run.apply(actions, now)?;
+            if let Some(reason) = admission.as_mut().and_then(|a| a.decide(now, q, &infos)) {
+                run.reject(qi, now, reason);
+            } else {
+                let c = router.route(now, q, &infos)?;
+                run.admit(c, qi, now)?;
+                let routed = Event::Routed { query: q, cluster: c };
+                run.infos_into(&mut infos);
+                let actions = scaler.on_event(now, &routed, &infos, &*router);
+                run.apply(actions, now)?;
+            }
             if next_q.is_multiple_of(4096) && !progress(next_q, n) {
                 return Err(AutoSloError::Interrupted);
             }

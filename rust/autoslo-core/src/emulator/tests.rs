@@ -23,7 +23,7 @@ fn same_seed_same_trace_and_every_query_once() {
         assert!(r.start.is_none_or(|s| s >= r.arrival && s <= r.end));
     }
     // Round robin alternates.
-    assert_eq!(a.rows.iter().filter(|r| r.cluster == 0).count(), 149);
+    assert_eq!(a.rows.iter().filter(|r| r.cluster == Some(0)).count(), 149);
     let c = run(&w, &[16, 16], &EmulatorConfig { seed: 6, ..Default::default() });
     assert!(a != c, "another seed gives another trace");
 }
@@ -90,11 +90,11 @@ fn scheduled_spinup_is_cold_and_teardown_drains() {
     assert!((c1.requested_at - 100.0).abs() < 1e-9 && (c1.ready_at - 400.0).abs() < 1e-9);
     // Nothing reaches cluster 1 before it is ready; after the teardown only cluster 1 is used.
     for r in &t.rows {
-        if r.cluster == 1 {
+        if r.cluster == Some(1) {
             assert!(r.start.is_none_or(|s| s >= 400.0));
         }
         if r.arrival > 900.0 {
-            assert_eq!(r.cluster, 1);
+            assert_eq!(r.cluster, Some(1));
         }
     }
     assert!(t.clusters[0].teardown_requested_at.unwrap() >= 900.0 && t.clusters[0].gone_at.unwrap() > 900.0);
@@ -137,11 +137,48 @@ proptest! {
         for c in &t.clusters {
             prop_assert!(c.billed_seconds >= 0.0 && c.cost >= 0.0);
             // A cluster is billed at least the time it ran a query, at most from first arrival to last end + minimum.
-            let mine: Vec<_> = t.rows.iter().filter(|r| r.cluster == c.id).collect();
+            let mine: Vec<_> = t.rows.iter().filter(|r| r.cluster == Some(c.id)).collect();
             if let (Some(first), Some(last)) = (mine.iter().map(|r| r.arrival).reduce(f64::min), mine.iter().map(|r| r.end).reduce(f64::max)) {
                 prop_assert!(c.billed_seconds <= last - first + 60.0 + 1e-6);
                 prop_assert!(c.billed_seconds >= 60.0 - 1e-6);
             }
         }
     }
+}
+
+/// Rejects every third query, and reports capacity when no cluster takes queries.
+struct EveryThird;
+impl crate::tenancy::Admission for EveryThird {
+    fn decide(&mut self, _now: f64, query: &crate::workload::Query, clusters: &[crate::cluster::ClusterInfo]) -> Option<RejectReason> {
+        if !clusters.iter().any(|c| c.accepts_queries()) {
+            Some(RejectReason::Capacity)
+        } else {
+            (query.id % 3 == 0).then_some(RejectReason::InfeasibleDeadline)
+        }
+    }
+    fn name(&self) -> &str {
+        "every-third"
+    }
+}
+
+#[test]
+fn rejected_queries_get_one_outcome_row_no_cluster_and_no_cost() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.3, 3, &slo).unwrap();
+    let mut adm = EveryThird;
+    let t = emulate_admitted(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, Some(&mut adm), &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    assert_eq!(t.rows.len(), w.len());
+    for (i, r) in t.rows.iter().enumerate() {
+        assert_eq!(r.query, i, "row i is query i, exactly once");
+        let q = &w.queries()[i];
+        if q.id % 3 == 0 {
+            assert_eq!(r.outcome, Outcome::Rejected(RejectReason::InfeasibleDeadline));
+            assert!(r.cluster.is_none() && r.cost_micro_usd == 0 && !r.met(q.slo));
+        } else {
+            assert!(r.cluster == Some(0) && !r.rejected());
+        }
+    }
+    let s = t.summary(&w);
+    assert_eq!(s.rejected, w.queries().iter().filter(|q| q.id % 3 == 0).count());
+    assert_eq!(t.rows.iter().map(|r| r.cost_micro_usd).sum::<i64>(), t.clusters.iter().map(ClusterRecord::cost_micro_usd).sum::<i64>());
 }
