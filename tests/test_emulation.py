@@ -193,3 +193,34 @@ def test_deadline_admission_rejects_infeasible_queries_as_outcomes_of_their_own(
     assert res.worst_tenants(2).num_rows == 2
     with pytest.raises(autoslo.AutoSloCoreError, match="admission margin"):
         autoslo.emulate(wl, [16], admission=DeadlineAdmission(margin=0.5))
+
+
+def test_slo_policy_tiers_and_cost_centers_ride_through_a_run() -> None:
+    import pyarrow as pa
+
+    from autoslo.tenancy import apply_slo_policy
+    from autoslo.tuner import ExecutionConfig
+
+    wl = autoslo.redbench_workload(days=1, seed=1, queries_per_day=800, tenants=3, kappa=2)
+    wl = wl.append_column("cost_center", pa.array(["cc-" + t[-1] for t in wl["tenant"].to_pylist()]))
+    policy = {
+        "tiers": {"tenant-1": "premium"},
+        "deadlines": [{"tier": "premium", "class": "dashboard", "deadline_s": 2.0}, {"tier": "*", "class": "dashboard", "deadline_s": 5.0}],
+        "templates": [{"template": 1, "deadline_s": 99.0}],
+    }
+    applied = apply_slo_policy(wl, policy).to_pylist()
+    for q in applied:
+        if q["template"] == 1:
+            assert q["slo"] == 99.0
+        elif q["class"] == "dashboard":
+            assert q["slo"] == (2.0 if q["tenant"] == "tenant-1" else 5.0) and q["tier"] == ("premium" if q["tenant"] == "tenant-1" else "standard")
+    res = autoslo.emulate(wl, config=ExecutionConfig({"initial_clusters": [16], "autoscaler": None, "slo_policy": policy}))
+    dash = res.trace.filter(pc.and_(pc.equal(res.trace["class"], "dashboard"), pc.not_equal(res.trace["template"], 1)))
+    assert set(dash["slo"].to_pylist()) <= {2.0, 5.0}
+    assert set(res.trace["tier"].to_pylist()) == {"premium", "standard"}
+    cc = res.chargeback(("cost_center",))
+    assert cc["cost_center"].to_pylist() == ["cc-1", "cc-2", "cc-3"] and pc.sum(cc["cost_micro_usd"]).as_py() == pc.sum(res.clusters["cost_micro_usd"]).as_py()
+    with pytest.raises(autoslo.AutoSloCoreError, match="a second rule for tier `\\*` and class `adhoc`"):
+        ExecutionConfig({"initial_clusters": [16], "slo_policy": {"deadlines": [{"tier": "*", "class": "adhoc", "deadline_s": 1}] * 2}})
+    with pytest.raises(autoslo.AutoSloCoreError, match="unknown field `deadline`"):
+        apply_slo_policy(wl, {"deadlines": [{"tier": "*", "class": "adhoc", "deadline": 1}]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -174,7 +175,7 @@ def simulate(
         autoscaler=as_spec(autoscaler),
         config=cfg,
     )
-    return EmulationResult(trace=trace, clusters=cluster_table, events=events)
+    return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events)
 
 
 def emulate(
@@ -251,7 +252,7 @@ def emulate(
         )
     finally:
         close()
-    return EmulationResult(trace=trace, clusters=cluster_table, events=events)
+    return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events)
 
 
 def _with_config(
@@ -266,6 +267,23 @@ def _with_config(
         raise ValueError("an execution configuration sets the clusters, the autoscaler and the schedule: give config= alone")
     cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
     return cfg.initial_clusters, cfg.routing, cfg.to_json()
+
+
+#: Workload columns the engines read; any other column (``tier``, ``cost_center``, …) rides along.
+_CORE_COLUMNS = ("query_id", "arrival", "template", "instance", "tenant", "class", "slo")
+
+
+def _with_extras(trace: pa.Table, workload: pa.Table, config_json: str | None) -> pa.Table:
+    """The trace with the workload's other columns (rows are in workload order), and the tier of
+    each query when the configuration's SLO policy names tiers and the workload has none."""
+    for c in workload.column_names:
+        if c not in _CORE_COLUMNS and c not in trace.column_names:
+            trace = trace.append_column(c, workload[c])
+    policy = json.loads(config_json).get("slo_policy") if config_json else None
+    if policy and "tier" not in trace.column_names:
+        tiers, default = policy.get("tiers", {}), policy.get("default_tier", "standard")
+        trace = trace.append_column("tier", pa.array([tiers.get(t, default) for t in trace["tenant"].to_pylist()], pa.string()))
+    return trace
 
 
 def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:

@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from autoslo import _core
 
 
 @dataclass(frozen=True)
@@ -42,3 +48,17 @@ class DeadlineAdmission:
     def as_args(self) -> tuple[float, int | None]:
         """The form ``_core.emulate(admission=...)`` takes."""
         return float(self.margin), (int(self.largest_size) if self.largest_size is not None else None)
+
+
+def apply_slo_policy(workload: pa.Table, policy: Mapping[str, Any]) -> pa.Table:
+    """``workload`` with each query's ``slo`` set by an SLO policy and a ``tier`` column.
+
+    The policy is the ``slo_policy`` of an execution configuration: ``tiers`` (tenant → tier),
+    ``default_tier`` (``standard``), ``deadlines`` (``{tier, class, deadline_s}``, tier ``*`` for
+    any) and ``templates`` (``{template, deadline_s[, tier]}`` overrides). A query no rule covers
+    keeps its SLO. Bad policies raise :class:`autoslo.AutoSloCoreError` naming the rule."""
+    table, tiers = _core.apply_slo_policy(workload, json.dumps(dict(policy)))
+    extra = [c for c in workload.column_names if c not in table.column_names and c != "tier"]
+    for c in extra:
+        table = table.append_column(c, workload[c])
+    return table.append_column("tier", pa.array(tiers, pa.string()))

@@ -119,6 +119,12 @@ class ExecutionConfig:
         return str(self._data["routing"])
 
     @property
+    def slo_policy(self) -> dict[str, Any] | None:
+        """Deadlines per (tenant tier, class) with per-template overrides, if the configuration sets them
+        (see :func:`autoslo.tenancy.apply_slo_policy`)."""
+        return self._data.get("slo_policy")
+
+    @property
     def provenance(self) -> dict[str, Any] | None:
         p = self._data.get("provenance")
         return dict(p) if p else None

@@ -7,9 +7,11 @@
 
 pub mod admission;
 pub mod reservation;
+pub mod slo_policy;
 
 pub use admission::{Admission, DeadlineAdmission};
 pub use reservation::{Reservation, ReservedRouter};
+pub use slo_policy::{DeadlineRule, SloPolicy, TemplateRule};
 
 use serde::Serialize;
 

@@ -209,7 +209,7 @@ fn emulate(
     reservation: Option<(Vec<String>, Option<Vec<String>>, Vec<u32>, bool)>,
     admission: Option<(f64, Option<u32>)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
-    let w = workload_in(workload, kappa, None, None, None)?;
+    let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
     let cfg = EmulatorConfig {
         seed,
@@ -241,6 +241,25 @@ fn emulate(
         })
         .map_err(err)?;
     convert::trace_out(py, &w, &trace)
+}
+
+/// `w` with the SLO policy of execution configuration `config` (JSON), if it has one.
+pub(crate) fn with_slo_policy(w: Workload, config: Option<&str>) -> PyResult<Workload> {
+    match config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy) {
+        Some(p) => p.apply(&w).map_err(err),
+        None => Ok(w),
+    }
+}
+
+/// A workload with each query's SLO set by an SLO policy (JSON, as in an execution
+/// configuration's `slo_policy`); returns (workload table, tier of each query).
+#[pyfunction]
+fn apply_slo_policy(py: Python<'_>, workload: PyTable, policy: &str) -> PyResult<(Py<PyAny>, Vec<String>)> {
+    let p: tenancy::SloPolicy = serde_json::from_str(policy).map_err(|e| AutoSloCoreError::new_err(format!("slo_policy: {e}")))?;
+    let p = p.validated().map_err(err)?;
+    let w = p.apply(&workload_in(workload, None, None, None, None)?).map_err(err)?;
+    let tiers = w.queries().iter().map(|q| p.tier_of(w.tenant_name(q)).to_string()).collect();
+    Ok((workload_out(py, &w)?, tiers))
 }
 
 /// A reservation by tenant names and initial-cluster indices, checked against the run.
@@ -436,6 +455,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(jain_index, m)?)?;
     m.add_function(wrap_pyfunction!(canopy_report, m)?)?;
     m.add_function(wrap_pyfunction!(mercury_report, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_slo_policy, m)?)?;
     m.add_function(wrap_pyfunction!(slo_for, m)?)?;
     m.add_function(wrap_pyfunction!(base_workload, m)?)?;
     m.add_function(wrap_pyfunction!(phased_workload, m)?)?;

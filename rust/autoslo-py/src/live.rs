@@ -98,7 +98,7 @@ pub fn simulate(
     autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
     config: Option<&str>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
-    let w = workload_in(workload, None, None, None, None)?;
+    let w = crate::with_slo_policy(workload_in(workload, None, None, None, None)?, config)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom }).map_err(err)?;

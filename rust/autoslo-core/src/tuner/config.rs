@@ -10,6 +10,7 @@ use crate::autoscaler::{scaler_by_name, AutoscalerParams, ScalerOptions, SCALING
 use crate::control::{Action, PlannedScaler, ScheduledAction, ScheduledScaler, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::router::ROUTING_POLICIES;
+use crate::tenancy::SloPolicy;
 
 /// Format version written into every configuration.
 pub const CONFIG_VERSION: u32 = 1;
@@ -125,6 +126,9 @@ pub struct ExecutionConfig {
     /// The routing policy.
     #[serde(default = "routing")]
     pub routing: String,
+    /// Deadlines per (tenant tier, class), overridable per template (`None`: the workload's SLOs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_policy: Option<SloPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
 }
@@ -142,7 +146,7 @@ fn some_default_knobs() -> Option<AutoscalerKnobs> {
 impl ExecutionConfig {
     /// `initial` clusters, no schedule, the default `autoslo` Autoscaler.
     pub fn new(initial: Vec<u32>) -> Self {
-        Self { version: CONFIG_VERSION, initial_clusters: initial, scheduled_spinups: Vec::new(), autoscaler: some_default_knobs(), routing: routing(), provenance: None }
+        Self { version: CONFIG_VERSION, initial_clusters: initial, scheduled_spinups: Vec::new(), autoscaler: some_default_knobs(), routing: routing(), slo_policy: None, provenance: None }
     }
 
     /// Parse and validate a configuration from JSON (the Python side converts YAML to this).
@@ -186,6 +190,7 @@ impl ExecutionConfig {
             // Build it once so a bad trigger name or policy combination fails on load.
             scaler_by_name(&k.policy, k.trigger.as_deref(), k.params(300.0), &ScalerOptions::default())?;
         }
+        self.slo_policy = self.slo_policy.map(SloPolicy::validated).transpose()?;
         Ok(self)
     }
 
