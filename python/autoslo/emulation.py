@@ -77,14 +77,18 @@ class EmulationResult:
         }
 
     def per_tenant_class(self) -> pa.Table:
-        """Per tenant × class: queries by outcome (``met``; ``late``, which includes timeouts;
-        ``rejected`` at admission), ``violations`` (late + rejected), ``timeouts``, latency
-        p50/p95/p99 of the queries that ran, attributed ``cost``, ``violation_rate`` and
+        """Per tenant × class: ``queries`` offered, ``admitted``, and by outcome ``met`` (the
+        goodput: completed within the SLO), ``late`` (including timeouts) and ``rejected`` at
+        admission; ``violations`` (late + rejected), ``timeouts``, latency p50/p95/p99 and queue
+        wait p95 of the queries that ran, attributed ``cost``, ``violation_rate`` and
         ``attainment`` (1 − violation rate)."""
         t = self.trace
         rejected = pc.equal(t["outcome"], "rejected")
         t = t.append_column("violated", pc.invert(t["met"])).append_column("is_rejected", rejected)
         t = t.append_column("ran_latency", pc.if_else(rejected, pa.scalar(None, pa.float64()), t["latency"]))
+        # Queue wait: until execution began (or, for a query that timed out queued, until it left).
+        wait = pc.subtract(pc.coalesce(t["start"], t["end"]), t["arrival"])
+        t = t.append_column("queue_wait", pc.if_else(rejected, pa.scalar(None, pa.float64()), wait))
         g = t.group_by(["tenant", "class"]).aggregate(
             [
                 ("query_id", "count"),
@@ -95,12 +99,14 @@ class EmulationResult:
                 ("ran_latency", "approximate_median"),
                 ("ran_latency", "tdigest", pc.TDigestOptions(q=0.95)),
                 ("ran_latency", "tdigest", pc.TDigestOptions(q=0.99)),
+                ("queue_wait", "tdigest", pc.TDigestOptions(q=0.95)),
                 ("cost", "sum"),
             ]
         )
-        g = g.rename_columns(["tenant", "class", "queries", "met", "violations", "rejected", "timeouts", "latency_p50", "latency_p95", "latency_p99", "cost"])
-        g = g.set_column(8, "latency_p95", pc.list_element(g["latency_p95"], 0)).set_column(9, "latency_p99", pc.list_element(g["latency_p99"], 0))
-        g = g.append_column("late", pc.subtract(g["violations"], g["rejected"]))
+        g = g.rename_columns(["tenant", "class", "queries", "met", "violations", "rejected", "timeouts", "latency_p50", "latency_p95", "latency_p99", "queue_wait_p95", "cost"])
+        for i, name in ((8, "latency_p95"), (9, "latency_p99"), (10, "queue_wait_p95")):
+            g = g.set_column(i, name, pc.list_element(g[name], 0))
+        g = g.append_column("late", pc.subtract(g["violations"], g["rejected"])).append_column("admitted", pc.subtract(g["queries"], g["rejected"]))
         rate = pc.divide(pc.cast(g["violations"], pa.float64()), pc.cast(g["queries"], pa.float64()))
         g = g.append_column("violation_rate", rate).append_column("attainment", pc.subtract(1.0, rate))
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
