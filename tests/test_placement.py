@@ -20,3 +20,19 @@ def test_reproduce_placement(capsys: pytest.CaptureFixture[str]) -> None:
     assert ejecting["p99_response_slow_window_ms"] < plain["p99_response_slow_window_ms"]
     assert main(["reproduce", "placement"]) == 0
     assert "work-aware + ejection" in capsys.readouterr().out
+
+
+def test_a_silently_slower_cluster_on_the_emulator_is_ejected_and_reenters() -> None:
+    from autoslo.reproduce_placement import emulated_slowdown
+
+    r = emulated_slowdown(seed=3)
+    runs = {x["run"]: x for x in r["runs"]}
+    healthy, degraded, ejecting = runs["healthy"], runs["degraded"], runs["degraded + ejection"]
+    assert degraded["window_violation_rate"] > healthy["window_violation_rate"] + 0.05
+    assert not healthy["ejections"] and not runs["healthy + ejection"]["ejections"] and not degraded["ejections"]
+    start, end = r["window_s"]
+    ejected = [(t, c) for t, c, ev in ejecting["ejections"] if ev == "ejected"]
+    assert ejected and all(c == 1 and start <= t < end + 3600 for t, c in ejected), ejected
+    # In service again once it has recovered: the last event is a re-entry, and nothing after the slowdown ejects it.
+    assert ejecting["ejections"][-1][2] == "reentered" and all(t < end for t, _ in ejected)
+    assert ejecting["slow_cluster_share"] < degraded["slow_cluster_share"]

@@ -98,6 +98,8 @@ def emulate(
     config: str | None = None,
     reservation: tuple[Sequence[str], Sequence[str] | None, Sequence[int], bool] | None = None,
     admission: tuple[float, int | None] | None = None,
+    ejection: tuple[int, float, float, float, float] | None = None,
+    degradations: Sequence[tuple[int, float, float, float]] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
     ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``, ``schedule`` fixed actions,

@@ -18,6 +18,7 @@ from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
+from autoslo.reproduce_placement import emulated_slowdown
 from autoslo.tenancy import DeadlineAdmission
 from autoslo.tuner_cli import register as register_tuner
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
@@ -327,8 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = rs.add_parser("canopy", help="the multi-tenant analytics case's fixture: capacity, memory, global vs tenant p99, fairness, daily cost")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_canopy)
-    r = rs.add_parser("placement", help="the load-balancing chapter's Mercury fixture: count-balanced vs work-aware placement, remapping, a 3x slower worker")
+    r = rs.add_parser("placement", help="the load-balancing chapter's Mercury fixture: count-balanced vs work-aware placement, remapping, a 3x slower worker (and a 3x slower cluster on the emulator)")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--emulator-seed", dest="emulator_seed", type=int, default=3, help="Redbench seed of the emulated slowdown (default 3; 2 was used to choose the ejection settings)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_placement)
     r = rs.add_parser("all", help="Tables 2, 3 and 4 at once, written as JSON and a summary page")
@@ -358,6 +360,7 @@ def cmd_reproduce_canopy(args: argparse.Namespace) -> int:
 
 def cmd_reproduce_placement(args: argparse.Namespace) -> int:
     r = json.loads(_core.mercury_report(args.seed))
+    r["emulator"] = emulated_slowdown(seed=args.emulator_seed)
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
@@ -370,6 +373,10 @@ def cmd_reproduce_placement(args: argparse.Namespace) -> int:
     rows = [{"policy": run["policy"], "p99 ms": run["p99_response_ms"], "p99 ms in the slow window": run["p99_response_slow_window_ms"], "slow worker's share": run["slow_worker_share"], "ejections": " ".join(f"{t:.0f}s+{d:.0f}s" for t, _, d in run["ejections"]) or "-"} for run in r["slow"]]
     print(fmt_table(rows, list(rows[0])))
     print(f"\nremapped on 10 -> 11 workers: modulo {r['remap_modulo_10_to_11']:.3f} (10/11 = 0.909), consistent ring {r['remap_ring_10_to_11']:.3f} (1/11 = 0.091)")
+    e = r["emulator"]
+    print(f"\non the emulator (Redbench seed {e['seed']}): cluster 1 of 3 x 16 RPU {e['factor']:.0f}x slower from {e['window_s'][0] / 3600:.0f} h to {e['window_s'][1] / 3600:.0f} h, AutoSLO router:")
+    rows = [{"run": x["run"], "VR": x["violation_rate"], "VR in the slow window": x["window_violation_rate"], "slow cluster's share": x["slow_cluster_share"], "cost": x["cost"], "ejections": " ".join(f"{ev}@{t / 3600:.2f}h" for t, _, ev in x["ejections"]) or "-"} for x in e["runs"]]
+    print(fmt_table(rows, list(rows[0])))
     return 0
 
 

@@ -14,6 +14,7 @@ from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.progress import progress_bar
+from autoslo.placement import Ejection
 from autoslo.tenancy import DeadlineAdmission, Reservation
 from autoslo.tuner import ExecutionConfig
 
@@ -208,6 +209,8 @@ def emulate(
     config: ExecutionConfig | str | PathLike[str] | None = None,
     reservation: Reservation | None = None,
     admission: DeadlineAdmission | None = None,
+    ejection: Ejection | None = None,
+    degradations: Sequence[tuple[int, float, float, float]] | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
@@ -224,7 +227,9 @@ def emulate(
     ``schedule``). ``reservation`` (an :class:`autoslo.tenancy.Reservation`) holds clusters for
     premium tenants around the routing policy. ``admission`` (an
     :class:`autoslo.tenancy.DeadlineAdmission`) rejects infeasible queries before any work, as
-    outcomes of their own. ``progress=True`` shows a tqdm bar;
+    outcomes of their own. ``ejection`` (an :class:`autoslo.placement.Ejection`) hides a cluster
+    whose completions persistently exceed the router's predictions. ``degradations`` injects
+    silent slowdowns: ``(cluster, factor, from_s, until_s)``. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
@@ -255,6 +260,8 @@ def emulate(
             config=cfg,
             reservation=reservation.as_args() if reservation is not None else None,
             admission=admission.as_args() if admission is not None else None,
+            ejection=ejection.as_args() if ejection is not None else None,
+            degradations=[(int(c), float(f), float(a), float(b)) for c, f, a, b in degradations] if degradations else None,
         )
     finally:
         close()

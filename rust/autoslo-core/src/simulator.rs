@@ -316,7 +316,7 @@ impl<'a> WorkloadSimulator<'a> {
         let mut rows: Vec<TraceRow> = self.rows.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| AutoSloError::InvalidConfig("simulation ended with unfinished queries".into()))?;
         let clusters: Vec<ClusterRecord> = self.clusters.iter().map(|c| ClusterRecord::close(&c.info, &c.timer, &self.cfg.billing, end, c.teardown_requested_at, c.gone_at, c.queries).with_reasons(c.spinup_reason, c.teardown_reason)).collect();
         attribute_cost_by_work(&mut rows, &clusters);
-        Ok(Trace { rows, clusters })
+        Ok(Trace { rows, clusters, extra_events: Vec::new() })
     }
 }
 

@@ -137,7 +137,8 @@ pub struct ClusterEvent {
     pub time: f64,
     pub cluster: ClusterId,
     pub size: u32,
-    /// `spinup`, `ready`, `teardown` (requested) or `gone`.
+    /// `spinup`, `ready`, `teardown` (requested) or `gone`; a router may add `ejected` and
+    /// `reentered`.
     pub kind: &'static str,
     pub reason: &'static str,
 }
@@ -160,6 +161,7 @@ impl Trace {
                 ev.push(e(t, "gone", c.teardown_reason.unwrap_or("requested")));
             }
         }
+        ev.extend(self.extra_events.iter().copied());
         ev.sort_by(|a, b| a.time.total_cmp(&b.time).then(a.cluster.cmp(&b.cluster)));
         ev
     }
@@ -186,6 +188,9 @@ pub struct Trace {
     /// Rows in workload order (row i is query i).
     pub rows: Vec<TraceRow>,
     pub clusters: Vec<ClusterRecord>,
+    /// Events a policy recorded beside the engine's own (e.g. a router's ejections and
+    /// re-entries); [`Trace::cluster_events`] merges them in.
+    pub extra_events: Vec<ClusterEvent>,
 }
 
 impl ClusterRecord {

@@ -16,6 +16,7 @@ use autoslo_core::control::{Action, ScheduledAction};
 use autoslo_core::emulator::{self, ColdStart, EmulatorConfig, Lifecycle};
 use autoslo_core::router;
 use autoslo_core::slo::{ClassRule, SloTable};
+use autoslo_core::placement;
 use autoslo_core::tenancy;
 use autoslo_core::workload::{self, RedbenchConfig, Workload};
 use autoslo_core::AutoSloError;
@@ -182,7 +183,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None, ejection=None, degradations=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -208,6 +209,8 @@ fn emulate(
     config: Option<&str>,
     reservation: Option<(Vec<String>, Option<Vec<String>>, Vec<u32>, bool)>,
     admission: Option<(f64, Option<u32>)>,
+    ejection: Option<(usize, f64, f64, f64, f64)>,
+    degradations: Option<Vec<(u32, f64, f64, f64)>>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
@@ -218,12 +221,20 @@ fn emulate(
         cold_start: ColdStart { factor: cold_start_factor, duration_s: cold_start_duration_s },
         timeout_s,
         noise,
+        degradations: degradations.unwrap_or_default().into_iter().map(|(cluster, factor, from_s, until_s)| emulator::Degradation { cluster, factor, from_s, until_s }).collect(),
         ..Default::default()
     };
     let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom };
     let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
     if let Some((tenants, classes, reserved, borrow_idle)) = reservation {
         router = Box::new(tenancy::ReservedRouter::new(router, reservation_of(&w, &tenants, classes.as_deref(), &reserved, clusters.len(), borrow_idle)?));
+    }
+    let mut ejection_log = None;
+    if let Some((min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s)) = ejection {
+        let policy = placement::EjectionPolicy { min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s };
+        let ejecting = placement::EjectingRouter::new(router, policy).map_err(err)?;
+        ejection_log = Some(ejecting.ejection_log());
+        router = Box::new(ejecting);
     }
     let mut scaler = scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     let mut admission = match admission {
@@ -240,6 +251,15 @@ fn emulate(
             emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, &cfg, &mut report)
         })
         .map_err(err)?;
+    let mut trace = trace;
+    if let Some(log) = ejection_log {
+        let size = |c: usize| trace.clusters.get(c).map_or(0, |r| r.size);
+        let ejections = log.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for (t, c, seconds) in ejections {
+            trace.extra_events.push(autoslo_core::trace::ClusterEvent { time: t, cluster: c as u32, size: size(c), kind: "ejected", reason: "outlier" });
+            trace.extra_events.push(autoslo_core::trace::ClusterEvent { time: t + seconds, cluster: c as u32, size: size(c), kind: "reentered", reason: "ejection-ended" });
+        }
+    }
     convert::trace_out(py, &w, &trace)
 }
 

@@ -46,6 +46,16 @@ impl Default for ColdStart {
     }
 }
 
+/// A fault: cluster `cluster` runs `factor`× slower over `[from_s, until_s)`, silently (nothing
+/// in the control plane says so; only its completions show it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Degradation {
+    pub cluster: ClusterId,
+    pub factor: f64,
+    pub from_s: f64,
+    pub until_s: f64,
+}
+
 /// Emulator settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmulatorConfig {
@@ -58,6 +68,8 @@ pub struct EmulatorConfig {
     /// Run-to-run noise on isolated work (off: every run takes the catalog mean).
     pub noise: bool,
     pub interference: InterferenceModel,
+    /// Silent slowdowns of clusters (fault injection; none by default).
+    pub degradations: Vec<Degradation>,
 }
 
 impl Default for EmulatorConfig {
@@ -70,6 +82,7 @@ impl Default for EmulatorConfig {
             timeout_s: Some(3600.0),
             noise: true,
             interference: InterferenceModel::default(),
+            degradations: Vec::new(),
         }
     }
 }
@@ -87,6 +100,14 @@ impl EmulatorConfig {
         if let Some(t) = self.timeout_s {
             if !(t.is_finite() && t > 0.0) {
                 return Err(AutoSloError::out_of_range("timeout", "> 0 s", t));
+            }
+        }
+        for (i, d) in self.degradations.iter().enumerate() {
+            if !(d.factor.is_finite() && d.factor >= 1.0) {
+                return Err(AutoSloError::out_of_range(format!("degradations[{i}].factor"), "≥ 1", d.factor));
+            }
+            if !(d.from_s.is_finite() && d.until_s.is_finite() && 0.0 <= d.from_s && d.from_s < d.until_s) {
+                return Err(AutoSloError::InvalidConfig(format!("degradations[{i}]: the window must satisfy 0 ≤ from ({}) < until ({})", d.from_s, d.until_s)));
             }
         }
         Ok(())
@@ -118,9 +139,16 @@ struct Sim {
     queries: usize,
     spinup_reason: &'static str,
     teardown_reason: Option<&'static str>,
+    /// This cluster's degradations: (from, until, factor).
+    slow: Vec<(f64, f64, f64)>,
 }
 
 impl Sim {
+    /// The slowdown factor in force at `t` (1: healthy).
+    fn slowdown(&self, t: f64) -> f64 {
+        self.slow.iter().filter(|w| w.0 <= t && t < w.1).map(|w| w.2).fold(1.0, f64::max)
+    }
+
     fn present(&self) -> usize {
         self.running.len() + self.queue.len()
     }
@@ -145,6 +173,14 @@ impl Sim {
         if !self.running.is_empty() {
             let min_rem = self.running.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
             t = t.min(self.last_update + min_rem.max(0.0) / self.rate);
+            // A slowdown starting or ending changes the rate: an event of its own.
+            for w in &self.slow {
+                for b in [w.0, w.1] {
+                    if b > self.last_update {
+                        t = t.min(b);
+                    }
+                }
+            }
         }
         if let Some(to) = timeout {
             if let Some(&(q, _, _)) = self.queue.front() {
@@ -216,6 +252,7 @@ impl<'a> Run<'a> {
             queries: 0,
             spinup_reason: reason,
             teardown_reason: None,
+            slow: self.cfg.degradations.iter().filter(|d| d.cluster == id).map(|d| (d.from_s, d.until_s, d.factor)).collect(),
         });
         Ok(id)
     }
@@ -371,7 +408,7 @@ impl<'a> Run<'a> {
             s.demand = 0.0; // no drift from repeated additions and removals
         }
         let max_d = s.running.iter().map(|r| r.2).fold(0.0, f64::max);
-        s.rate = s.params.rate(s.running.len(), s.queue.len(), s.demand, max_d);
+        s.rate = s.params.rate(s.running.len(), s.queue.len(), s.demand, max_d) / s.slowdown(t);
         Ok(())
     }
 
@@ -575,7 +612,7 @@ fn finish_trace(run: Run<'_>, end: f64) -> Result<Trace> {
     let clusters: Vec<ClusterRecord> =
         run.sims.iter().map(|s| ClusterRecord::close(&s.info, &s.timer, &run.cfg.billing, end, s.teardown_requested_at, s.gone_at.is_finite().then_some(s.gone_at), s.queries).with_reasons(s.spinup_reason, s.teardown_reason)).collect();
     attribute_cost_by_work(&mut rows, &clusters);
-    Ok(Trace { rows, clusters })
+    Ok(Trace { rows, clusters, extra_events: Vec::new() })
 }
 
 #[cfg(test)]

@@ -182,3 +182,22 @@ fn rejected_queries_get_one_outcome_row_no_cluster_and_no_cost() {
     assert_eq!(s.rejected, w.queries().iter().filter(|q| q.id % 3 == 0).count());
     assert_eq!(t.rows.iter().map(|r| r.cost_micro_usd).sum::<i64>(), t.clusters.iter().map(ClusterRecord::cost_micro_usd).sum::<i64>());
 }
+
+#[test]
+fn a_degraded_cluster_runs_slower_only_inside_its_window() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.05, 9, &slo).unwrap();
+    let healthy = run(&w, &[16, 16], &EmulatorConfig::default());
+    let slow = |from_s, until_s| EmulatorConfig { degradations: vec![Degradation { cluster: 1, factor: 3.0, from_s, until_s }], ..Default::default() };
+    // A window after the run changes nothing.
+    assert_eq!(run(&w, &[16, 16], &slow(1e8, 2e8)).rows, healthy.rows);
+    let t = run(&w, &[16, 16], &slow(0.0, 1e8));
+    let mean = |tr: &Trace, c: u32| {
+        let l: Vec<f64> = tr.rows.iter().filter(|r| r.cluster == Some(c)).map(|r| r.latency).collect();
+        l.iter().sum::<f64>() / l.len() as f64
+    };
+    assert!(mean(&t, 1) > 2.0 * mean(&healthy, 1), "{} vs {}", mean(&t, 1), mean(&healthy, 1));
+    assert!((mean(&t, 0) - mean(&healthy, 0)).abs() < 1e-9, "the healthy cluster is untouched");
+    let bad = EmulatorConfig { degradations: vec![Degradation { cluster: 0, factor: 0.5, from_s: 0.0, until_s: 1.0 }], ..Default::default() };
+    assert!(emulate(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, &bad).unwrap_err().to_string().contains("degradations[0].factor"));
+}

@@ -1,5 +1,6 @@
 //! Outlier ejection: protect new work from a destination whose observed service time
-//! persistently exceeds prediction. The signal is service time (queue wait excluded) relative to
+//! persistently exceeds prediction, relative to its cohort (the other destinations: a bias all
+//! of them share, such as a predictor that underestimates congestion, is no evidence). The signal is service time (queue wait excluded) relative to
 //! the prediction for the same request, so an expensive but correctly predicted request is no
 //! evidence. A destination is ejected only after `min_samples` observations, only while the
 //! ejected fraction stays within `max_ejected_fraction`, and returns in stages: its k-th
@@ -7,18 +8,27 @@
 //! fresh evidence before it can be ejected again. Ejection does not repair a destination, and
 //! it shrinks capacity: the bound keeps a shared slowdown from ejecting the whole fleet.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
+use crate::control::{Event, Router};
 use crate::error::{AutoSloError, Result};
+use crate::router::AutoSloRouter;
+use crate::workload::Query;
 
 /// When to eject and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EjectionPolicy {
     /// Observations needed (since the last ejection or re-entry) before ejecting.
     pub min_samples: usize,
-    /// Eject when the running observed/predicted service ratio exceeds this.
+    /// Eject when the running (geometric) observed/predicted ratio exceeds this many times the
+    /// cohort's (the median of the other destinations in service).
     pub ratio: f64,
     /// Weight of a new observation in the running ratio.
     pub alpha: f64,
-    /// At most this fraction of destinations ejected at once (rounded down).
+    /// At most this fraction of destinations ejected at once (rounded down, but one may always
+    /// be ejected while another remains).
     pub max_ejected_fraction: f64,
     pub base_ejection_s: f64,
 }
@@ -31,6 +41,7 @@ impl Default for EjectionPolicy {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Health {
+    /// Running mean of ln(observed / predicted).
     ratio: f64,
     samples: usize,
     ejected_until: Option<f64>,
@@ -53,18 +64,26 @@ impl OutlierEjector {
         if !(policy.ratio > 1.0 && policy.alpha > 0.0 && policy.alpha <= 1.0 && (0.0..=1.0).contains(&policy.max_ejected_fraction) && policy.base_ejection_s > 0.0) {
             return Err(AutoSloError::InvalidConfig(format!("ejection policy out of range: {policy:?}")));
         }
-        Ok(Self { policy, health: vec![Health { ratio: 1.0, ..Health::default() }; destinations], ejections: Vec::new() })
+        Ok(Self { policy, health: vec![Health::default(); destinations], ejections: Vec::new() })
+    }
+
+    /// Track at least `n` destinations (new ones start healthy).
+    pub fn ensure(&mut self, n: usize) {
+        if self.health.len() < n {
+            self.health.resize(n, Health::default());
+        }
     }
 
     /// Whether destination `d` may receive new work at `now` (re-entering it if its ejection ended).
     pub fn eligible(&mut self, d: usize, now: f64) -> bool {
+        self.ensure(d + 1);
         let h = &mut self.health[d];
         match h.ejected_until {
             Some(t) if now < t => false,
             Some(_) => {
                 h.ejected_until = None;
                 h.samples = 0;
-                h.ratio = 1.0;
+                h.ratio = 0.0;
                 h.healthy_since = now;
                 true
             }
@@ -81,24 +100,106 @@ impl OutlierEjector {
         if !(predicted_s > 0.0 && observed_s.is_finite() && observed_s >= 0.0) {
             return;
         }
+        self.ensure(d + 1);
         let p = self.policy;
-        let allowed = (p.max_ejected_fraction * self.health.len() as f64).floor() as usize;
+        let n = self.health.len();
+        let allowed = ((p.max_ejected_fraction * n as f64).floor() as usize).max(usize::from(p.max_ejected_fraction > 0.0)).min(n.saturating_sub(1));
         let ejected = self.ejected_now(now);
+        // The cohort: the median running ratio of the other destinations in service with enough
+        // samples (1 without any), so a bias every destination shares is no evidence.
+        let mut others: Vec<f64> = self.health.iter().enumerate().filter(|(i, o)| *i != d && o.ejected_until.is_none() && o.samples >= p.min_samples).map(|(_, o)| o.ratio).collect();
+        others.sort_by(f64::total_cmp);
+        let cohort = if others.is_empty() { 0.0 } else { others[others.len() / 2] };
         let h = &mut self.health[d];
         if h.ejected_until.is_some() {
             return; // work placed before the ejection, still finishing
         }
-        h.ratio += p.alpha * (observed_s / predicted_s - h.ratio);
+        // Log ratios: a 3x slowdown is a shift of ln 3 whatever the query, and one wildly late
+        // query cannot dominate the mean.
+        h.ratio += p.alpha * ((observed_s.max(1e-9) / predicted_s).ln() - h.ratio);
         h.samples += 1;
-        if h.streak > 0 && now - h.healthy_since >= p.base_ejection_s * f64::from(1u32 << (h.streak - 1).min(20)) && h.ratio <= p.ratio {
+        let outlier = h.ratio > p.ratio.ln() + cohort;
+        if h.streak > 0 && now - h.healthy_since >= p.base_ejection_s * f64::from(1u32 << (h.streak - 1).min(20)) && !outlier {
             h.streak = 0;
         }
-        if h.samples >= p.min_samples && h.ratio > p.ratio && ejected < allowed {
+        if h.samples >= p.min_samples && outlier && ejected < allowed {
             h.streak += 1;
             let seconds = p.base_ejection_s * f64::from(1u32 << (h.streak - 1).min(20));
             h.ejected_until = Some(now + seconds);
             self.ejections.push((now, d, seconds));
         }
+    }
+}
+
+/// Outlier ejection around the AutoSLO router: each completed query's latency is compared with
+/// the router's prediction for it when it was routed (later predictions are raised to the
+/// elapsed time, so they would hide the very slowdown sought); an ejected cluster is hidden from routing (it
+/// stays up and billed, and finishes what it runs) until it re-enters. Censored (timed-out)
+/// latencies are not evidence. If every cluster that takes queries is ejected, routing ignores
+/// ejection rather than fail.
+pub struct EjectingRouter {
+    inner: Box<dyn Router>,
+    ejector: OutlierEjector,
+    view: Vec<ClusterInfo>,
+    name: String,
+    log: Arc<Mutex<Vec<(f64, usize, f64)>>>,
+    /// Query id → prediction (s) when it was routed.
+    routed: HashMap<u64, f64>,
+}
+
+impl EjectingRouter {
+    pub fn new(inner: Box<dyn Router>, policy: EjectionPolicy) -> Result<Self> {
+        if inner.as_autoslo().is_none() {
+            return Err(AutoSloError::InvalidConfig(format!("outlier ejection compares latencies with the router's predictions: it needs the `autoslo` router, not `{}`", inner.name())));
+        }
+        let name = format!("{}+ejection", inner.name());
+        Ok(Self { inner, ejector: OutlierEjector::new(0, policy)?, view: Vec::new(), name, log: Arc::default(), routed: HashMap::new() })
+    }
+
+    /// (time, cluster, seconds) of every ejection so far.
+    pub fn ejections(&self) -> &[(f64, usize, f64)] {
+        &self.ejector.ejections
+    }
+
+    /// A handle on the ejections that outlives the router (it is boxed into an engine's run).
+    pub fn ejection_log(&self) -> Arc<Mutex<Vec<(f64, usize, f64)>>> {
+        self.log.clone()
+    }
+}
+
+impl Router for EjectingRouter {
+    fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
+        self.view.clear();
+        self.view.extend_from_slice(clusters);
+        for c in &mut self.view {
+            if c.accepts_queries() && !self.ejector.eligible(c.id as usize, now) {
+                c.state = ClusterState::Draining;
+            }
+        }
+        let c = if self.view.iter().any(ClusterInfo::accepts_queries) { self.inner.route(now, query, &self.view)? } else { self.inner.route(now, query, clusters)? };
+        if let Some(p) = self.inner.as_autoslo().and_then(|r| r.running().find(|(k, p)| *k == c && p.id == query.id).map(|(_, p)| p.prediction)) {
+            self.routed.insert(query.id, p);
+        }
+        Ok(c)
+    }
+    fn observe(&mut self, now: f64, event: &Event<'_>) {
+        if let Event::Completion { query, cluster, latency, censored } = *event {
+            let predicted = self.routed.remove(&query.id).filter(|_| !censored);
+            if let Some(p) = predicted {
+                let before = self.ejector.ejections.len();
+                self.ejector.record(cluster as usize, p, latency, now);
+                if self.ejector.ejections.len() > before {
+                    self.log.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&self.ejector.ejections[before..]);
+                }
+            }
+        }
+        self.inner.observe(now, event);
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn as_autoslo(&self) -> Option<&AutoSloRouter> {
+        self.inner.as_autoslo()
     }
 }
 
@@ -134,16 +235,23 @@ mod tests {
     }
 
     #[test]
-    fn ejection_is_bounded_so_a_shared_slowdown_cannot_empty_the_fleet() {
-        let mut e = OutlierEjector::new(5, EjectionPolicy { min_samples: 5, ..Default::default() }).unwrap();
-        for i in 0..100 {
-            for d in 0..5 {
-                if e.eligible(d, f64::from(i)) {
-                    e.record(d, 1.0, 4.0, f64::from(i));
+    fn a_shared_slowdown_is_no_evidence_and_ejection_is_bounded() {
+        let run = |slow: &[usize]| {
+            let mut e = OutlierEjector::new(5, EjectionPolicy { min_samples: 5, ..Default::default() }).unwrap();
+            for i in 0..100 {
+                for d in 0..5 {
+                    if e.eligible(d, f64::from(i)) {
+                        e.record(d, 1.0, if slow.contains(&d) { 4.0 } else { 1.0 }, f64::from(i));
+                    }
                 }
             }
-        }
-        assert_eq!(e.ejections.iter().filter(|x| x.0 < 30.0).count(), 1, "20 % of 5 destinations: one at a time");
+            e.ejections
+        };
+        assert!(run(&[0, 1, 2, 3, 4]).is_empty(), "all five slow: the cohort is slow too");
+        let two = run(&[1, 3]);
+        assert!(!two.is_empty() && two.iter().all(|x| x.1 == 1 || x.1 == 3));
+        // 20 % of 5 destinations: never both at once.
+        assert!(two.windows(2).all(|w| w[1].0 >= w[0].0 + w[0].2 || w[0].1 == w[1].1), "{two:?}");
         assert!(OutlierEjector::new(3, EjectionPolicy { ratio: 0.5, ..Default::default() }).is_err());
     }
 }

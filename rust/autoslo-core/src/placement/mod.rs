@@ -17,6 +17,6 @@ pub mod mercury;
 pub mod work_aware;
 
 pub use consistent::{modulo_remap_fraction, ConsistentRing};
-pub use ejection::{EjectionPolicy, OutlierEjector};
+pub use ejection::{EjectingRouter, EjectionPolicy, OutlierEjector};
 pub use mercury::{mercury, MercuryReport};
 pub use work_aware::{Destination, Placement, WorkAwarePlacer};

@@ -1,0 +1,30 @@
+"""Placement controls around the router: outlier ejection of a cluster whose completions
+persistently exceed the router's predictions (the load-balancing chapter; ``docs/placement.md``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Ejection:
+    """Outlier ejection around the ``autoslo`` router. A cluster whose completed queries run
+    ``ratio``× longer, relative to their predictions at routing, than the other clusters' do (a
+    running mean, weight ``alpha``, over at least ``min_samples`` completions since it last
+    (re-)entered) is hidden from routing for ``base_ejection_s``, then
+    twice as long if it is ejected again on return; at most ``max_ejected_fraction`` of the
+    clusters (but always one while another remains) are ejected at once. An ejected cluster stays
+    up and billed and finishes what it runs. Ejections and re-entries appear in
+    ``result.events``."""
+
+    min_samples: int = 20
+    ratio: float = 1.5
+    #: Weight of a new completion in a cluster's running ratio.
+    alpha: float = 0.02
+    max_ejected_fraction: float = 0.2
+    base_ejection_s: float = 600.0
+
+    def as_args(self) -> tuple[int, float, float, float, float]:
+        """The form ``_core.emulate(ejection=...)`` takes."""
+        return int(self.min_samples), float(self.ratio), float(self.alpha), float(self.max_ejected_fraction), float(self.base_ejection_s)
+
