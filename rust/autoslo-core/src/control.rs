@@ -86,6 +86,25 @@ pub struct RoundRobin {
     next: usize,
 }
 
+/// Route `query` with `inner` over `clusters` minus those `hide` selects, which the policy sees
+/// as draining (`view` is a reusable buffer). If that leaves no cluster that takes queries, route
+/// over all of them: hiding never makes a query unroutable. The routers that wrap a policy
+/// (reservations, ejection) share this.
+pub fn route_hiding(inner: &mut dyn Router, now: f64, query: &Query, clusters: &[ClusterInfo], view: &mut Vec<ClusterInfo>, mut hide: impl FnMut(&ClusterInfo) -> bool) -> Result<ClusterId> {
+    view.clear();
+    view.extend_from_slice(clusters);
+    for c in view.iter_mut() {
+        if c.accepts_queries() && hide(c) {
+            c.state = ClusterState::Draining;
+        }
+    }
+    if view.iter().any(ClusterInfo::accepts_queries) {
+        inner.route(now, query, view)
+    } else {
+        inner.route(now, query, clusters)
+    }
+}
+
 /// Clusters a query may go to: the ready ones, or if none is ready the starting ones.
 pub fn candidates(query: &Query, clusters: &[ClusterInfo]) -> Result<Vec<ClusterInfo>> {
     let pick = |s: ClusterState| clusters.iter().filter(|c| c.state == s).copied().collect::<Vec<_>>();

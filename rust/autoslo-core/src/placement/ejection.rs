@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
-use crate::control::{Event, Router};
+use crate::cluster::{ClusterId, ClusterInfo};
+use crate::control::{route_hiding, Event, Router};
 use crate::error::{AutoSloError, Result};
 use crate::router::AutoSloRouter;
 use crate::workload::Query;
@@ -169,14 +169,8 @@ impl EjectingRouter {
 
 impl Router for EjectingRouter {
     fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
-        self.view.clear();
-        self.view.extend_from_slice(clusters);
-        for c in &mut self.view {
-            if c.accepts_queries() && !self.ejector.eligible(c.id as usize, now) {
-                c.state = ClusterState::Draining;
-            }
-        }
-        let c = if self.view.iter().any(ClusterInfo::accepts_queries) { self.inner.route(now, query, &self.view)? } else { self.inner.route(now, query, clusters)? };
+        let ejector = &mut self.ejector;
+        let c = route_hiding(self.inner.as_mut(), now, query, clusters, &mut self.view, |c| !ejector.eligible(c.id as usize, now))?;
         if let Some(p) = self.inner.as_autoslo().and_then(|r| r.running().find(|(k, p)| *k == c && p.id == query.id).map(|(_, p)| p.prediction)) {
             self.routed.insert(query.id, p);
         }

@@ -9,8 +9,8 @@
 //! The reservation wraps any router: it hides the reserved clusters from the wrapped policy
 //! (they appear as draining) for non-premium queries, and forwards everything else.
 
-use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
-use crate::control::{Event, Router};
+use crate::cluster::{ClusterId, ClusterInfo};
+use crate::control::{route_hiding, Event, Router};
 use crate::error::Result;
 use crate::router::AutoSloRouter;
 use crate::workload::Query;
@@ -54,19 +54,7 @@ impl Router for ReservedRouter {
         if r.is_premium(query) {
             return self.inner.route(now, query, clusters);
         }
-        self.view.clear();
-        self.view.extend_from_slice(clusters);
-        for c in &mut self.view {
-            let lent = r.borrow_idle && c.running == 0 && c.queued == 0;
-            if r.reserved_clusters.contains(&c.id) && c.accepts_queries() && !lent {
-                c.state = ClusterState::Draining;
-            }
-        }
-        if self.view.iter().any(ClusterInfo::accepts_queries) {
-            self.inner.route(now, query, &self.view)
-        } else {
-            self.inner.route(now, query, clusters)
-        }
+        route_hiding(self.inner.as_mut(), now, query, clusters, &mut self.view, |c| r.reserved_clusters.contains(&c.id) && !(r.borrow_idle && c.running == 0 && c.queued == 0))
     }
     fn observe(&mut self, now: f64, event: &Event<'_>) {
         self.inner.observe(now, event);
@@ -83,6 +71,7 @@ impl Router for ReservedRouter {
 mod tests {
     use super::*;
     use crate::catalog::QueryText;
+    use crate::cluster::ClusterState;
     use crate::control::RoundRobin;
 
     fn cluster(id: ClusterId, running: usize) -> ClusterInfo {
