@@ -190,7 +190,7 @@ def emulate(
     clusters: Sequence[int] | None = None,
     *,
     seed: int = 0,
-    routing: str = "round-robin",
+    routing: str = "autoslo",
     kappa: float | None = None,
     timeout_s: float | None = 3600.0,
     lifecycle: str = "fixed",
@@ -214,7 +214,8 @@ def emulate(
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
-    ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``; ``autoslo``, ``autoslo-latency``, ``stage-cost`` and
+    ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``: ``autoslo`` (the default, the product's
+    router) or a baseline by name; ``autoslo``, ``autoslo-latency``, ``stage-cost`` and
     ``least-work`` use ``predictor`` (default: the bundled Iconq+ model). ``slo_headroom`` (≥ 1):
     the ``autoslo`` router counts a query as a predicted violator when its predicted latency times
     this factor exceeds its SLO (1 is Algorithm 1's literal test). ``schedule`` lists

@@ -73,7 +73,8 @@ def _workload(name: str, seed: int) -> pa.Table:
 def run_trace(seed: int, size: int, name: str, run: int, timeout_s: float = 3600.0) -> pa.Table:
     """Emulate one training run and return its trace with `run`, `workload`, `seed` columns."""
     wseed = seed * 100_000 + zlib.crc32(name.encode()) % 100_000  # stable across processes (unlike hash())
-    t = emulate(_workload(name, wseed), [size], seed=wseed + size, timeout_s=timeout_s).trace
+    # One cluster: routing is moot, so the baseline (no predictor needed to make training data).
+    t = emulate(_workload(name, wseed), [size], seed=wseed + size, routing="round-robin", timeout_s=timeout_s).trace
     n = t.num_rows
     return (
         t.append_column("run", pa.array([run] * n, pa.int64()))
