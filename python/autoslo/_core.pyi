@@ -401,3 +401,10 @@ def canopy_report() -> str:
 def mercury_report(seed: int = 0) -> str:
     """The load-balancing chapter's Mercury fixture under count-balanced and work-aware
     placement, the 10 → 11 remap fractions, and a worker 3× slower for 90 s, as JSON."""
+
+def slo_policy_tiers(policy: str, tenants: Sequence[str]) -> list[str]:
+    """The tier an SLO policy (JSON) puts each tenant in."""
+
+def apply_slo_policy(workload: pa.Table, policy: str) -> tuple[pa.Table, list[str]]:
+    """A workload with each query's SLO set by an SLO policy (JSON); returns the table and each
+    query's tier."""

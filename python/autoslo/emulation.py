@@ -295,8 +295,7 @@ def _with_extras(trace: pa.Table, workload: pa.Table, config_json: str | None) -
             trace = trace.append_column(c, workload[c])
     policy = json.loads(config_json).get("slo_policy") if config_json else None
     if policy and "tier" not in trace.column_names:
-        tiers, default = policy.get("tiers", {}), policy.get("default_tier", "standard")
-        trace = trace.append_column("tier", pa.array([tiers.get(t, default) for t in trace["tenant"].to_pylist()], pa.string()))
+        trace = trace.append_column("tier", pa.array(_core.slo_policy_tiers(json.dumps(policy), trace["tenant"].to_pylist()), pa.string()))
     return trace
 
 

@@ -271,12 +271,23 @@ pub(crate) fn with_slo_policy(w: Workload, config: Option<&str>) -> PyResult<Wor
     }
 }
 
+fn slo_policy_in(policy: &str) -> PyResult<tenancy::SloPolicy> {
+    let p: tenancy::SloPolicy = serde_json::from_str(policy).map_err(|e| AutoSloCoreError::new_err(format!("slo_policy: {e}")))?;
+    p.validated().map_err(err)
+}
+
+/// The tier an SLO policy (JSON) puts each of `tenants` in.
+#[pyfunction]
+fn slo_policy_tiers(policy: &str, tenants: Vec<String>) -> PyResult<Vec<String>> {
+    let p = slo_policy_in(policy)?;
+    Ok(tenants.iter().map(|t| p.tier_of(t).to_string()).collect())
+}
+
 /// A workload with each query's SLO set by an SLO policy (JSON, as in an execution
 /// configuration's `slo_policy`); returns (workload table, tier of each query).
 #[pyfunction]
 fn apply_slo_policy(py: Python<'_>, workload: PyTable, policy: &str) -> PyResult<(Py<PyAny>, Vec<String>)> {
-    let p: tenancy::SloPolicy = serde_json::from_str(policy).map_err(|e| AutoSloCoreError::new_err(format!("slo_policy: {e}")))?;
-    let p = p.validated().map_err(err)?;
+    let p = slo_policy_in(policy)?;
     let w = p.apply(&workload_in(workload, None, None, None, None)?).map_err(err)?;
     let tiers = w.queries().iter().map(|q| p.tier_of(w.tenant_name(q)).to_string()).collect();
     Ok((workload_out(py, &w)?, tiers))
@@ -476,6 +487,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(canopy_report, m)?)?;
     m.add_function(wrap_pyfunction!(mercury_report, m)?)?;
     m.add_function(wrap_pyfunction!(apply_slo_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(slo_policy_tiers, m)?)?;
     m.add_function(wrap_pyfunction!(slo_for, m)?)?;
     m.add_function(wrap_pyfunction!(base_workload, m)?)?;
     m.add_function(wrap_pyfunction!(phased_workload, m)?)?;
