@@ -1,0 +1,12 @@
+//! AutoSLO's cloud side.
+//!
+//! - [`manager`]: the Redshift Serverless cluster manager (aws-sdk-redshiftserverless, tokio).
+//! - [`local_endpoint`]: a Redshift Serverless endpoint on 127.0.0.1 backed by PostgreSQL
+//!   servers ([`pg`]), for tests and demos.
+
+pub mod error;
+pub mod local_endpoint;
+pub mod manager;
+pub mod pg;
+
+pub use error::{CloudError, Result};
