@@ -3,8 +3,10 @@
 //! - [`manager`]: the Redshift Serverless cluster manager (aws-sdk-redshiftserverless, tokio).
 //! - [`local_endpoint`]: a Redshift Serverless endpoint on 127.0.0.1 backed by PostgreSQL
 //!   servers ([`pg`]), for tests and demos.
+//! - [`live`]: live mode, a workload replayed as SQL on real clusters under the control plane.
 
 pub mod error;
+pub mod live;
 pub mod local_endpoint;
 pub mod manager;
 pub mod pg;

@@ -29,8 +29,11 @@ use crate::workload::Query;
 /// Creates and deletes clusters. In-process here ([`InProcessManager`]); the cloud side adds
 /// Redshift Serverless workgroups behind the same interface.
 pub trait ClusterManager: Send {
-    /// Request a cluster of `size` RPU at `now`; returns when it will take queries.
-    fn spin_up(&mut self, size: u32, now: f64) -> Result<f64>;
+    /// Request cluster `cluster` (the id the router will give it) of `size` RPU at `now`;
+    /// returns when it is expected to take queries. A manager whose clusters become ready
+    /// later than expected (or never) says so through [`ControlPlane::fail_cluster`] or by
+    /// holding the queries routed there until it is ready.
+    fn spin_up(&mut self, cluster: ClusterId, size: u32, now: f64) -> Result<f64>;
     /// Release `cluster` at `now` (nothing more is routed to it; its queries finish).
     fn tear_down(&mut self, cluster: ClusterId, size: u32, now: f64) -> Result<()>;
     fn name(&self) -> &str;
@@ -57,7 +60,7 @@ impl InProcessManager {
 }
 
 impl ClusterManager for InProcessManager {
-    fn spin_up(&mut self, size: u32, now: f64) -> Result<f64> {
+    fn spin_up(&mut self, _cluster: ClusterId, size: u32, now: f64) -> Result<f64> {
         if size == 0 {
             return Err(AutoSloError::out_of_range("cluster size", "> 0 RPU", 0));
         }
@@ -77,8 +80,11 @@ pub struct LiveEvent {
     pub time: f64,
     pub cluster: Option<ClusterId>,
     pub size: u32,
-    /// `spinup`, `teardown`, `skipped`.
+    /// `spinup`, `teardown`, `failed`, `skipped`.
     pub kind: &'static str,
+    /// The scaler's reason (`initial`, `maybe-spinup`, `idle`, …), or `failed` / `skipped`.
+    pub cause: &'static str,
+    /// The reason in words (for `skipped` and `failed`, what went wrong).
     pub reason: String,
 }
 
@@ -142,7 +148,7 @@ impl ControlPlane {
                     std::thread::sleep(period);
                     if let Err(e) = scale_once(&s, scaler.as_mut(), manager.as_mut(), &mut ready) {
                         if let Ok(mut log) = s.log.lock() {
-                            log.push(LiveEvent { time: s.now(), cluster: None, size: 0, kind: "skipped", reason: e.to_string() });
+                            log.push(LiveEvent { time: s.now(), cluster: None, size: 0, kind: "skipped", cause: "skipped", reason: e.to_string() });
                         }
                     }
                 }
@@ -187,6 +193,21 @@ impl ControlPlane {
         let mut r = self.shared.router()?;
         r.advance_to(now)?;
         Ok(r.infos().iter().map(|c| (c.id, c.size, c.running, c.state == ClusterState::Ready)).collect())
+    }
+
+    /// A cluster was lost (its server died, or it never became available): stop routing to it
+    /// now, and log why. The last cluster cannot be removed (routing needs one); that is an
+    /// error the caller reports.
+    pub fn fail_cluster(&self, cluster: ClusterId, why: &str) -> Result<()> {
+        let now = self.shared.now();
+        let size = {
+            let mut r = self.shared.router()?;
+            let size = r.infos().iter().find(|c| c.id == cluster).map(|c| c.size).ok_or_else(|| AutoSloError::InvalidAction(format!("no cluster {cluster}")))?;
+            r.remove_cluster(cluster)?;
+            size
+        };
+        self.shared.log.lock().map_err(|_| AutoSloError::InvalidAction("event log poisoned".into()))?.push(LiveEvent { time: now, cluster: Some(cluster), size, kind: "failed", cause: "failed", reason: why.to_string() });
+        Ok(())
     }
 
     /// Every spinup and teardown so far (and decisions skipped because the snapshot was stale).
@@ -244,18 +265,22 @@ fn scale_once(s: &Shared, scaler: &mut dyn Scaler, manager: &mut dyn ClusterMana
     for a in actions {
         let entry = match a {
             Action::SpinUp { size, reason } => {
-                let ready_at = manager.spin_up(size, now)?;
-                let id = s.router()?.add_cluster(size, Some(ready_at))?;
-                LiveEvent { time: now, cluster: Some(id), size, kind: "spinup", reason: reason.to_string() }
+                // Only this thread adds clusters, so the id read here is the one added below; the
+                // routing lock is not held while the manager works.
+                let id = s.router()?.next_cluster_id();
+                let ready_at = manager.spin_up(id, size, now)?;
+                let got = s.router()?.add_cluster(size, Some(ready_at))?;
+                debug_assert_eq!(got, id);
+                LiveEvent { time: now, cluster: Some(got), size, kind: "spinup", cause: reason, reason: reason.to_string() }
             }
             Action::TearDown { cluster, reason } => {
                 let size = infos.iter().find(|c| c.id == cluster).map_or(0, |c| c.size);
                 match s.router()?.remove_cluster(cluster) {
                     Ok(()) => {
                         manager.tear_down(cluster, size, now)?;
-                        LiveEvent { time: now, cluster: Some(cluster), size, kind: "teardown", reason: reason.to_string() }
+                        LiveEvent { time: now, cluster: Some(cluster), size, kind: "teardown", cause: reason, reason: reason.to_string() }
                     }
-                    Err(e) => LiveEvent { time: now, cluster: Some(cluster), size, kind: "skipped", reason: format!("{reason}: {e}") },
+                    Err(e) => LiveEvent { time: now, cluster: Some(cluster), size, kind: "skipped", cause: "skipped", reason: format!("{reason}: {e}") },
                 }
             }
         };

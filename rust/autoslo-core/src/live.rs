@@ -105,6 +105,11 @@ impl LiveRouter {
         self.router.as_ref()
     }
 
+    /// The id the next [`Self::add_cluster`] will give.
+    pub fn next_cluster_id(&self) -> ClusterId {
+        self.next_id
+    }
+
     /// Add a cluster of `size` RPU that takes queries from `ready_at` (default: now; starting
     /// until then); returns its id.
     pub fn add_cluster(&mut self, size: u32, ready_at: Option<f64>) -> Result<ClusterId> {

@@ -17,6 +17,11 @@ pub enum Outcome {
     TimedOut,
     /// Refused at admission, before any work (never met; latency 0, no cluster, no cost).
     Rejected(RejectReason),
+    /// Its execution failed and was not recovered (live mode: the cluster was lost on every
+    /// attempt, or the SQL raised an error). Never met.
+    Failed,
+    /// The run was stopped (e.g. Ctrl-C) before the query finished. Never met.
+    Cancelled,
 }
 
 /// Why admission refused a query (stable names, for reports and alerts).
@@ -43,6 +48,8 @@ impl Outcome {
             Outcome::Completed => "completed",
             Outcome::TimedOut => "timeout",
             Outcome::Rejected(_) => "rejected",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
         }
     }
 }

@@ -299,6 +299,7 @@ impl<'a> Run<'a> {
             Outcome::Completed => t - arrival,
             Outcome::TimedOut => self.cfg.timeout_s.unwrap_or(t - arrival),
             Outcome::Rejected(_) => 0.0,
+            Outcome::Failed | Outcome::Cancelled => t - arrival,
         };
         self.rows[qi] = Some(TraceRow {
             query: qi,

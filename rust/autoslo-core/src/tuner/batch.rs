@@ -113,6 +113,14 @@ impl BatchControl {
     pub fn progress(&self) -> (usize, usize) {
         (self.done.load(Ordering::Relaxed), self.total.load(Ordering::Relaxed))
     }
+    /// Count `n` more units of work to do (a live run counts its queries).
+    pub fn add_total(&self, n: usize) {
+        self.total.fetch_add(n, Ordering::Relaxed);
+    }
+    /// Count `n` more units of work done.
+    pub fn add_done(&self, n: usize) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+    }
     /// Ask every batch using this control to stop.
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);

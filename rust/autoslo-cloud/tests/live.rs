@@ -1,0 +1,135 @@
+//! Live mode end to end on this machine: the local endpoint's PostgreSQL-backed workgroups, the
+//! cluster manager over real HTTP, the control plane routing and scaling, SQL over the wire.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use autoslo_cloud::live::{run_live, LiveRun, LiveSettings};
+use autoslo_cloud::local_endpoint::{EndpointOptions, LocalEndpoint};
+use autoslo_cloud::manager::{ManagerOptions, RedshiftServerless};
+use autoslo_cloud::CloudError;
+use autoslo_core::autoscaler::snowflake::{Policy, SnowflakeScaler};
+use autoslo_core::catalog::QueryText;
+use autoslo_core::control::RoundRobin;
+use autoslo_core::trace::Outcome;
+use autoslo_core::tuner::BatchControl;
+use autoslo_core::workload::{Query, Workload};
+
+fn workload(n: usize, every_s: f64) -> Workload {
+    let qs = (0..n).map(|i| Query { id: i as u64, arrival: i as f64 * every_s, text: QueryText { template: 1 + (i % 2) as u16, instance: 1 }, tenant: 0, class: 0, slo: 60.0 }).collect();
+    Workload::new(qs, vec!["t".into()], vec!["adhoc".into()]).unwrap()
+}
+
+fn sql(sleep_s: f64) -> HashMap<u16, String> {
+    HashMap::from([(1, format!("SELECT pg_sleep({sleep_s})")), (2, format!("SELECT count(*) FROM generate_series(1, 1000), pg_sleep({sleep_s})"))])
+}
+
+fn manager(ep: &LocalEndpoint) -> RedshiftServerless {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(RedshiftServerless::connect(&ManagerOptions { endpoint: Some(ep.url()), initial_backoff: Duration::from_millis(5), ..Default::default() })).unwrap()
+}
+
+fn settings(prefix: &str) -> LiveSettings {
+    LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 1.5, delete_timeout_s: 30.0, timeout_s: Some(30.0), ..Default::default() }
+}
+
+fn one_row_each(run: &LiveRun, n: usize) {
+    assert_eq!(run.trace.rows.len(), n);
+    for (i, r) in run.trace.rows.iter().enumerate() {
+        assert_eq!(r.query, i, "rows in workload order, one per query");
+    }
+}
+
+#[test]
+fn a_live_run_scales_up_and_every_query_runs_as_sql() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    // Snowflake standard: more than 2 running per cluster starts another (up to 3).
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 3, 2).unwrap());
+    let w = workload(40, 0.05);
+    let run = run_live(manager(&ep), &w, &sql(0.3), Box::new(RoundRobin::default()), scaler, &[8, 8], settings("up"), Arc::new(BatchControl::new())).unwrap();
+    one_row_each(&run, 40);
+    assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
+    assert!(run.trace.rows.iter().all(|r| r.latency >= 0.3 && r.start.unwrap() >= r.arrival));
+    let c = &run.trace.clusters;
+    assert!(c.len() >= 3, "a forced scale-up: {c:?}");
+    assert_eq!((c[0].spinup_reason, c[2].spinup_reason), ("initial", "snowflake-start"));
+    assert!(c[2].ready_at > c[2].requested_at);
+    assert!(run.trace.rows.iter().any(|r| r.cluster == Some(2)), "the new cluster took queries");
+    let billed: i64 = c.iter().map(|x| x.cost_micro_usd()).sum();
+    assert!(billed > 0);
+    assert_eq!(run.trace.rows.iter().map(|r| r.cost_micro_usd).sum::<i64>(), billed, "attributed cost sums to the bill");
+    // Deleted at the end.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(ep.workgroups().iter().all(|w| w.1 == "DELETING") || ep.workgroups().is_empty(), "{:?}", ep.workgroups());
+}
+
+#[test]
+fn a_server_killed_mid_query_is_retried_once_on_another_cluster() {
+    let ep = Arc::new(LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap());
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 3, 3, 100).unwrap());
+    let w = workload(60, 0.05);
+    let killer = {
+        let ep = Arc::clone(&ep);
+        std::thread::spawn(move || {
+            // The run creates its three workgroups first (a second or so), then replays 3 s.
+            for _ in 0..400 {
+                if ep.workgroups().iter().filter(|w| w.1 == "AVAILABLE").count() == 3 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(1200));
+            ep.kill_server("kill-0").unwrap();
+        })
+    };
+    let run = run_live(manager(&ep), &w, &sql(0.4), Box::new(RoundRobin::default()), scaler, &[8, 8, 8], settings("kill"), Arc::new(BatchControl::new())).unwrap();
+    killer.join().unwrap();
+    one_row_each(&run, 60);
+    let retried: Vec<usize> = (0..60).filter(|&i| run.attempts[i] == 2).collect();
+    assert!(!retried.is_empty(), "queries on the killed server were retried");
+    for &i in &retried {
+        let r = &run.trace.rows[i];
+        assert_eq!(r.outcome, Outcome::Completed, "query {i}: {:?}", run.errors[i]);
+        assert_ne!(r.cluster, Some(0), "retried elsewhere");
+    }
+    assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "nothing lost: {:?}", run.errors);
+    assert_eq!(run.trace.clusters[0].teardown_reason, Some("failed"));
+    assert!(run.events.iter().any(|e| e.kind == "failed" && e.cluster == Some(0)));
+    assert!(run.trace.cluster_events().iter().any(|e| e.kind == "failed" && e.cluster == 0));
+    assert!(run.trace.rows.iter().skip(40).all(|r| r.cluster != Some(0)), "no query goes to the lost cluster after it is found lost");
+}
+
+#[test]
+fn a_workgroup_that_never_becomes_available_is_given_up_and_its_queries_go_elsewhere() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    ep.never_available("stuck-1");
+    // A spinup right away (one running query is enough), to a workgroup that stays CREATING.
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 1).unwrap());
+    let w = workload(30, 0.1);
+    let run = run_live(manager(&ep), &w, &sql(0.2), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { expected_spinup_s: 0.0, ..settings("stuck") }, Arc::new(BatchControl::new())).unwrap();
+    one_row_each(&run, 30);
+    assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
+    assert!(run.trace.rows.iter().all(|r| r.cluster == Some(0)), "only the available cluster ran queries");
+    assert!(run.attempts.iter().any(|&a| a == 2), "queries routed to the stuck cluster went elsewhere");
+    assert_eq!(run.trace.clusters[1].teardown_reason, Some("failed"));
+
+    // The initial clusters must come up: otherwise the run stops with the wait's error.
+    ep.never_available("dead-0");
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 1, 8).unwrap());
+    let err = run_live(manager(&ep), &w, &sql(0.0), Box::new(RoundRobin::default()), scaler, &[8], settings("dead"), Arc::new(BatchControl::new())).unwrap_err();
+    assert!(matches!(err, CloudError::WaitTimeout { .. }), "{err}");
+}
+
+#[test]
+fn bad_input_is_refused_before_any_cluster_is_made() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    let w = workload(4, 0.1);
+    let scaler = || Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 1, 8).unwrap());
+    let only_one = HashMap::from([(1u16, "SELECT 1".to_string())]);
+    let e = run_live(manager(&ep), &w, &only_one, Box::new(RoundRobin::default()), scaler(), &[8], settings("bad"), Arc::new(BatchControl::new())).unwrap_err();
+    assert!(e.to_string().contains("templates without SQL: [2]"), "{e}");
+    let e = run_live(manager(&ep), &w, &sql(0.0), Box::new(RoundRobin::default()), scaler(), &[8], LiveSettings { time_scale: 0.0, ..settings("bad") }, Arc::new(BatchControl::new())).unwrap_err();
+    assert!(e.to_string().contains("time scale"), "{e}");
+    assert!(ep.workgroups().is_empty());
+}
