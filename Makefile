@@ -9,7 +9,10 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 
-.PHONY: deps build demo test test-rust test-python test-wheel bench bench-ray calibrate models clean-venv
+# The PostgreSQL server programs behind the local Redshift Serverless endpoint (live mode and its tests).
+PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl))
+
+.PHONY: postgres deps build demo test test-rust test-python test-wheel bench bench-ray calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,16 +22,22 @@ $(STAMP): requirements-dev.txt
 
 deps: $(STAMP)
 
+postgres:
+ifeq ($(PG_CTL),)
+	command -v pg_ctl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+endif
+
 build: deps
 	cd $(CURDIR) && maturin develop --release --quiet
 
 demo: build
 	autoslo demo
 
-test-rust: deps
+test-rust: deps postgres
 	LD_LIBRARY_PATH=$(TORCH_LIB) cargo test -p autoslo-core --features torch --quiet
+	cargo test -p autoslo-cloud --quiet
 
-test-python: build
+test-python: build postgres
 	$(PY) -m pytest -q
 
 # The install a user does: build the wheel, install it into a fresh venv, run the CLI and the API

@@ -408,3 +408,99 @@ def slo_policy_tiers(policy: str, tenants: Sequence[str]) -> list[str]:
 def apply_slo_policy(workload: pa.Table, policy: str) -> tuple[pa.Table, list[str]]:
     """A workload with each query's SLO set by an SLO policy (JSON); returns the table and each
     query's tier."""
+
+# --- Cloud side: the Redshift Serverless cluster manager, the local endpoint, live mode ---------
+
+class CloudServiceError(AutoSloCoreError):
+    """A Redshift Serverless call failed (base of the typed cloud errors)."""
+
+class ResourceNotFoundError(CloudServiceError):
+    """The named namespace or workgroup does not exist."""
+
+class ResourceConflictError(CloudServiceError):
+    """The resource exists with other settings, or is busy."""
+
+class ThrottledError(CloudServiceError):
+    """Throttled on every attempt, after backoff."""
+
+class WaitTimeoutError(CloudServiceError):
+    """A workgroup did not reach the wanted status in time."""
+
+class EndpointUnreachableError(CloudServiceError):
+    """Redshift Serverless (or the local endpoint) could not be reached."""
+
+class LocalEndpoint:
+    """A Redshift Serverless endpoint on 127.0.0.1 (AWS JSON 1.1, signed requests) whose workgroups
+    are PostgreSQL servers, copies of ``template`` (a prepared data directory) or fresh ones.
+    Lifecycle times are the measured Redshift Serverless ones × ``time_factor``. A context manager;
+    ``close()`` stops every server."""
+
+    def __init__(self, port: int = 0, time_factor: float = 0.01, template: str | None = None, root: str | None = None, seed: int = 0) -> None: ...
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+    def throttle_next(self, n: int) -> None:
+        """Answer the next ``n`` requests with ThrottlingException."""
+    def never_available(self, pattern: str) -> None:
+        """Workgroups whose name contains ``pattern`` stay CREATING forever."""
+    def kill_server(self, workgroup: str) -> None:
+        """SIGKILL the PostgreSQL server behind a workgroup."""
+    def requests(self) -> int:
+        """Requests served so far."""
+    def workgroups(self) -> list[tuple[str, str, int, int | None]]:
+        """(name, status, base capacity, server port) of every workgroup."""
+    def close(self) -> None: ...
+    def __enter__(self) -> LocalEndpoint: ...
+    def __exit__(self, *exc: object) -> bool: ...
+
+class ClusterManager:
+    """Redshift Serverless workgroups through the AWS SDK (credentials and region from the standard
+    chain; ``endpoint`` or ``AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS`` for another endpoint). One
+    cluster is workgroup ``<name>`` in namespace ``<name>-ns``; names are idempotent; throttling is
+    retried with backoff up to ``max_attempts``."""
+
+    def __init__(self, endpoint: str | None = None, region: str | None = None, max_attempts: int = 6) -> None: ...
+    def create_cluster(self, name: str, rpu: int | None = None, price_performance: int | None = None, timeout_s: float = 900.0) -> dict[str, object]:
+        """Create (or find) the cluster and wait until AVAILABLE; a dict of name, namespace, status,
+        base_capacity, address, port."""
+    def get_workgroup(self, name: str) -> dict[str, object]: ...
+    def list_workgroups(self) -> list[dict[str, object]]: ...
+    def update_capacity(self, name: str, rpu: int, wait: bool = True, timeout_s: float = 900.0) -> dict[str, object]: ...
+    def delete_cluster(self, name: str, timeout_s: float = 900.0) -> None:
+        """Delete the workgroup, wait until it is gone, delete its namespace (missing is fine)."""
+
+def live(
+    workload: pa.Table,
+    sql: Mapping[int, str],
+    clusters: Sequence[int],
+    predictor: Predictor | None = None,
+    routing: str = "autoslo",
+    autoscaler: Mapping[str, object] | None = None,
+    config: str | None = None,
+    endpoint: str | None = None,
+    region: str | None = None,
+    time_scale: float = 1.0,
+    timeout_s: float | None = 3600.0,
+    pool_size: int = 8,
+    create_timeout_s: float = 900.0,
+    delete_timeout_s: float = 900.0,
+    name_prefix: str = "autoslo",
+    tick_s: float = 10.0,
+    spinup_s: float = 300.0,
+    max_attempts: int = 2,
+    keep_clusters: bool = False,
+    db_user: str = "autoslo",
+    db_name: str = "postgres",
+    db_password: str | None = None,
+    seed: int = 0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    slo_headroom: float = 1.25,
+    progress: Callable[[int, int], object] | None = None,
+) -> tuple[pa.Table, pa.Table, pa.Table, dict[str, object]]:
+    """A live run (see ``autoslo.live.live``): (trace, clusters, events, extras with attempts,
+    client_s, errors, workgroups, control_log, interrupted)."""
+
+def prepare_local_template(dest: str, ddl: str, tables: Sequence[tuple[str, str]], queries: Sequence[tuple[int, str]], query_timeout_s: float = 20.0) -> list[tuple[int, bool, float | None, str | None]]:
+    """Make the local workgroups' template data directory: schema, CSV loads, ANALYZE, and each
+    query run once (template, ran, seconds, error)."""

@@ -20,6 +20,7 @@ from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METH
 from autoslo.tables import fmt_table
 from autoslo.reproduce_placement import emulated_slowdown
 from autoslo.tenancy import DeadlineAdmission
+from autoslo.live_cli import register as register_live
 from autoslo.tuner_cli import register as register_tuner
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
 
@@ -283,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_predictor(sub)
     register_tuner(sub)
+    register_live(sub)
 
     p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
     rs = p.add_subparsers(dest="experiment", required=True)

@@ -63,7 +63,20 @@ class EmulationResult:
     @property
     def rejected(self) -> int:
         """Queries rejected at admission (counted as violations)."""
-        return int(pc.sum(pc.equal(self.trace["outcome"], "rejected")).as_py() or 0)
+        return self._outcome("rejected")
+
+    @property
+    def failed(self) -> int:
+        """Queries whose execution failed and was not recovered (live mode; violations)."""
+        return self._outcome("failed")
+
+    @property
+    def cancelled(self) -> int:
+        """Queries the run was stopped before finishing (live mode, Ctrl-C; violations)."""
+        return self._outcome("cancelled")
+
+    def _outcome(self, name: str) -> int:
+        return int(pc.sum(pc.equal(self.trace["outcome"], name)).as_py() or 0)
 
     def summary(self) -> dict[str, float | int]:
         """Fleet-wide numbers as a plain dict (what ``autoslo emulate --json`` prints)."""
@@ -73,19 +86,22 @@ class EmulationResult:
             "violation_rate": self.violation_rate,
             "timeouts": self.timeouts,
             "rejected": self.rejected,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
             "cost": self.cost,
             "clusters": self.clusters.num_rows,
         }
 
     def per_tenant_class(self) -> pa.Table:
         """Per tenant × class: ``queries`` offered, ``admitted``, and by outcome ``met`` (the
-        goodput: completed within the SLO), ``late`` (including timeouts) and ``rejected`` at
-        admission; ``violations`` (late + rejected), ``timeouts``, latency p50/p95/p99 and queue
-        wait p95 of the queries that ran, attributed ``cost``, ``violation_rate`` and
-        ``attainment`` (1 − violation rate)."""
+        goodput: completed within the SLO), ``late`` (including timeouts), ``rejected`` at
+        admission, ``failed`` and ``cancelled`` (live mode); ``violations`` (all but met),
+        ``timeouts``, latency p50/p95/p99 and queue wait p95 of the queries that ran, attributed
+        ``cost``, ``violation_rate`` and ``attainment`` (1 − violation rate)."""
         t = self.trace
         rejected = pc.equal(t["outcome"], "rejected")
         t = t.append_column("violated", pc.invert(t["met"])).append_column("is_rejected", rejected)
+        t = t.append_column("is_failed", pc.equal(t["outcome"], "failed")).append_column("is_cancelled", pc.equal(t["outcome"], "cancelled"))
         t = t.append_column("ran_latency", pc.if_else(rejected, pa.scalar(None, pa.float64()), t["latency"]))
         # Queue wait: until execution began (or, for a query that timed out queued, until it left).
         wait = pc.subtract(pc.coalesce(t["start"], t["end"]), t["arrival"])
@@ -102,12 +118,15 @@ class EmulationResult:
                 ("ran_latency", "tdigest", pc.TDigestOptions(q=0.99)),
                 ("queue_wait", "tdigest", pc.TDigestOptions(q=0.95)),
                 ("cost", "sum"),
+                ("is_failed", "sum"),
+                ("is_cancelled", "sum"),
             ]
         )
-        g = g.rename_columns(["tenant", "class", "queries", "met", "violations", "rejected", "timeouts", "latency_p50", "latency_p95", "latency_p99", "queue_wait_p95", "cost"])
+        g = g.rename_columns(["tenant", "class", "queries", "met", "violations", "rejected", "timeouts", "latency_p50", "latency_p95", "latency_p99", "queue_wait_p95", "cost", "failed", "cancelled"])
         for i, name in ((8, "latency_p95"), (9, "latency_p99"), (10, "queue_wait_p95")):
             g = g.set_column(i, name, pc.list_element(g[name], 0))
-        g = g.append_column("late", pc.subtract(g["violations"], g["rejected"])).append_column("admitted", pc.subtract(g["queries"], g["rejected"]))
+        late = pc.subtract(pc.subtract(pc.subtract(g["violations"], g["rejected"]), g["failed"]), g["cancelled"])
+        g = g.append_column("late", late).append_column("admitted", pc.subtract(g["queries"], g["rejected"]))
         rate = pc.divide(pc.cast(g["violations"], pa.float64()), pc.cast(g["queries"], pa.float64()))
         g = g.append_column("violation_rate", rate).append_column("attainment", pc.subtract(1.0, rate))
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])

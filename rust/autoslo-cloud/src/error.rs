@@ -37,6 +37,9 @@ pub enum CloudError {
     /// The core refused an action (routing, scaling).
     #[error(transparent)]
     Core(#[from] autoslo_core::error::AutoSloError),
+    /// Queries of these templates have no SQL text to run.
+    #[error("no SQL for the workload's templates {0:?}: give their text, or drop those queries (`autoslo live --only-runnable`, `autoslo.live.runnable`)")]
+    MissingSql(Vec<u16>),
     /// The caller asked the run to stop.
     #[error("interrupted")]
     Interrupted,

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod live;
+pub mod local_data;
 pub mod local_endpoint;
 pub mod manager;
 pub mod pg;

@@ -56,6 +56,11 @@ pub struct LiveSettings {
     pub max_attempts: u32,
     /// Leave the workgroups in place at the end (default: delete them).
     pub keep_clusters: bool,
+    /// The database user, database and password queries connect with (the local endpoint's
+    /// servers trust `autoslo` on `postgres`; on AWS, the namespace's admin user on `dev`).
+    pub db_user: String,
+    pub db_name: String,
+    pub db_password: Option<String>,
 }
 
 impl Default for LiveSettings {
@@ -72,6 +77,9 @@ impl Default for LiveSettings {
             billing: BillingPolicy::default(),
             max_attempts: 2,
             keep_clusters: false,
+            db_user: crate::pg::LOCAL_USER.into(),
+            db_name: crate::pg::LOCAL_DB.into(),
+            db_password: None,
         }
     }
 }
@@ -163,8 +171,9 @@ impl Fleet {
         let mut cfg = deadpool_postgres::Config::new();
         cfg.host = w.address.clone();
         cfg.port = w.port;
-        cfg.user = Some(crate::pg::LOCAL_USER.into());
-        cfg.dbname = Some(crate::pg::LOCAL_DB.into());
+        cfg.user = Some(self.settings.db_user.clone());
+        cfg.dbname = Some(self.settings.db_name.clone());
+        cfg.password = self.settings.db_password.clone();
         cfg.connect_timeout = Some(Duration::from_secs(10));
         cfg.pool = Some(deadpool_postgres::PoolConfig::new(self.settings.pool_size));
         cfg.create_pool(Some(Runtime::Tokio1), NoTls).map_err(|e| CloudError::Postgres(format!("cannot make a connection pool for {}: {e}", w.name)))
@@ -487,7 +496,7 @@ pub fn run_live(
     missing.sort_unstable();
     missing.dedup();
     if !missing.is_empty() {
-        return Err(CloudError::out_of_range("query templates", "ones with SQL to run", format!("templates without SQL: {missing:?}")));
+        return Err(CloudError::MissingSql(missing));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("autoslo-live").enable_all().build().map_err(CloudError::io("cannot start the live runtime"))?;
     let handle = rt.handle().clone();

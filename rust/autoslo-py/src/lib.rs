@@ -1,6 +1,7 @@
 //! `autoslo._core`: thin PyO3 bindings of `autoslo-core`. Conversions and dispatch only; every
 //! decision lives in the core. Tables cross the boundary as Arrow (pyo3-arrow).
 
+mod cloud;
 mod convert;
 mod live;
 mod predictor;
@@ -515,5 +516,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuner::simulate_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::find_good_spinup_time, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tune, m)?)?;
+    cloud::register(m)?;
     Ok(())
 }

@@ -1,0 +1,148 @@
+"""Live mode on this machine: the local Redshift Serverless endpoint (real HTTP, signed requests),
+PostgreSQL servers behind the workgroups with a TPC-DS database, queries as SQL over the wire.
+Every server is started and stopped by the tests themselves (needs Debian's `postgresql`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from autoslo import _core, base_workload
+from autoslo.cli import main
+from autoslo.live import ClusterManager, LocalData, LocalEndpoint, live, prepare_tpcds, runnable
+from autoslo.tuner import ExecutionConfig
+from autoslo.workloads import write_table
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def tpcds(tmp_path_factory: pytest.TempPathFactory) -> LocalData:
+    return prepare_tpcds(tmp_path_factory.mktemp("tpcds") / "sf0.01", scale=0.01)
+
+
+def _workload(tpcds: LocalData, n: int) -> pa.Table:
+    """The first ``n`` queries of a BaseWorkload whose templates ran on the local database."""
+    return runnable(base_workload(0.5, seed=3, kappa=4), tpcds).slice(0, n)
+
+
+def test_the_local_tpcds_database_runs_at_least_20_templates(tpcds: LocalData) -> None:
+    m = tpcds.manifest
+    assert m["tables"] == 24 and m["scale"] == 0.01
+    assert m["templates_that_ran"] >= 20, m["checks"]
+    assert len(tpcds.queries) == m["templates_that_ran"]
+    assert (tpcds.template / "PG_VERSION").is_file()
+    assert LocalData.open(tpcds.root) == tpcds
+    with pytest.raises(FileNotFoundError, match="autoslo local prepare"):
+        LocalData.open(tpcds.root / "nowhere")
+
+
+def test_the_cluster_manager_from_python_with_typed_errors() -> None:
+    with LocalEndpoint(time_factor=0.005) as ep:
+        m = ClusterManager(endpoint=ep.url, max_attempts=3)
+        w = m.create_cluster("py-a", rpu=8, timeout_s=60)
+        assert w["status"] == "AVAILABLE" and w["address"] == "127.0.0.1" and w["port"]
+        assert m.create_cluster("py-a", rpu=8, timeout_s=60)["name"] == "py-a", "idempotent"
+        assert [x["name"] for x in m.list_workgroups()] == ["py-a"]
+        with pytest.raises(_core.ResourceNotFoundError, match="nope"):
+            m.get_workgroup("nope")
+        before = ep.requests()
+        ep.throttle_next(2)
+        assert m.get_workgroup("py-a")["status"] == "AVAILABLE"
+        assert ep.requests() - before == 3, "two throttled attempts, then the answer"
+        ep.throttle_next(50)
+        with pytest.raises(_core.ThrottledError):
+            m.get_workgroup("py-a")
+        ep.throttle_next(0)
+        w = m.update_capacity("py-a", 32, timeout_s=60)
+        assert (w["base_capacity"], w["status"]) == (32, "AVAILABLE")
+        with pytest.raises(_core.CloudServiceError, match="baseCapacity"):
+            m.create_cluster("py-b", rpu=12, timeout_s=60)
+        with pytest.raises(_core.AutoSloCoreError, match="one of them"):
+            m.create_cluster("py-c", timeout_s=60)
+        m.delete_cluster("py-a", timeout_s=60)
+        m.delete_cluster("py-b", timeout_s=60)
+        assert m.list_workgroups() == []
+        url = ep.url
+    with pytest.raises(_core.EndpointUnreachableError):
+        ClusterManager(endpoint=url, max_attempts=1).list_workgroups()
+
+
+def test_a_live_run_on_two_local_clusters_with_a_forced_scale_up(tpcds: LocalData) -> None:
+    wl = _workload(tpcds, 60)
+    horizon = wl["arrival"][-1].as_py()
+    scale = horizon / 8.0  # the workload in about 8 real seconds
+    cfg = ExecutionConfig({"initial_clusters": [8, 8], "scheduled_spinups": [{"at_s": 0.25 * horizon, "size": 16}], "autoscaler": None, "routing": "autoslo"})
+    with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
+        r = live(wl, config=cfg, sql=tpcds, endpoint=ep.url, time_scale=scale, tick_s=0.05 * scale, spinup_s=0.5 * scale, name_prefix="up")
+        time.sleep(0.3)
+        assert all(w[1] == "DELETING" for w in ep.workgroups()), "the run deletes its workgroups"
+    t = r.trace
+    assert t["query_id"].to_pylist() == wl["query_id"].to_pylist(), "one row per query, in order"
+    assert set(t["outcome"].to_pylist()) == {"completed"}, t.filter(pc.not_equal(t["outcome"], "completed")).to_pylist()[:3]
+    assert len(set(t["template"].to_pylist())) >= 15, "many distinct TPC-DS templates ran as SQL"
+    assert pc.min(t["client_s"]).as_py() > 0 and pc.min(t["latency"]).as_py() > 0
+    clusters = r.clusters.to_pylist()
+    assert [c["spinup_reason"] for c in clusters] == ["initial", "initial", "scheduled"]
+    assert clusters[2]["size"] == 16 and clusters[2]["ready_at"] > clusters[2]["requested_at"] >= 0.25 * horizon - 0.1 * scale
+    assert 2 in t["cluster_id"].to_pylist(), "the new cluster took queries"
+    assert [e["event"] for e in r.events.to_pylist() if e["cluster_id"] == 2][:2] == ["spinup", "ready"]
+    assert r.workgroups == [(0, "up-0"), (1, "up-1"), (2, "up-2")]
+    assert sum(r.chargeback()["cost_micro_usd"].to_pylist()) == sum(r.clusters["cost_micro_usd"].to_pylist()) > 0
+    assert r.summary()["failed"] == 0 and r.retried == 0 and not r.interrupted
+
+
+def test_a_server_killed_during_a_run_loses_no_query(tpcds: LocalData) -> None:
+    wl = _workload(tpcds, 80)
+    horizon = wl["arrival"][-1].as_py()
+    scale = horizon / 6.0
+    with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
+
+        def kill() -> None:
+            deadline = time.monotonic() + 60
+            while sum(w[1] == "AVAILABLE" for w in ep.workgroups()) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(2.0)
+            ep.kill_server("kill-0")
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        r = live(wl, [8, 8, 8], routing="round-robin", sql=tpcds, endpoint=ep.url, time_scale=scale, tick_s=0.05 * scale, name_prefix="kill")
+        killer.join()
+    t = r.trace
+    assert t.num_rows == 80 and t["query_id"].to_pylist() == wl["query_id"].to_pylist()
+    outcomes = t["outcome"].to_pylist()
+    assert set(outcomes) == {"completed"}, [e for e in t["error"].to_pylist() if e]
+    assert r.retried >= 1, "queries on the killed server ran again elsewhere"
+    retried = t.filter(pc.greater(t["attempts"], 1))
+    assert 0 not in retried["cluster_id"].to_pylist()
+    assert [e for e in r.events.to_pylist() if e["event"] == "failed"][0]["cluster_id"] == 0
+    assert r.clusters.to_pylist()[0]["teardown_reason"] == "failed"
+    assert any(kind == "failed" and c == 0 for _, c, _, kind, _ in r.control_log)
+
+
+def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wl = _workload(tpcds, 30)
+    path = tmp_path / "wl.parquet"
+    write_table(wl, path)
+    cfg = tmp_path / "cfg.yaml"
+    ExecutionConfig({"initial_clusters": [8], "autoscaler": None, "routing": "autoslo"}).save(cfg)
+    scale = wl["arrival"][-1].as_py() / 4.0
+    trace = tmp_path / "trace.parquet"
+    code = main(["live", "--local", "--time-factor", "0.005", "--workload", str(path), "--config", str(cfg), "--data", str(tpcds.root), "--time-scale", str(scale), "--tick", str(0.1 * scale), "--trace", str(trace), "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queries"] == 30 and out["failed"] == 0 and out["workgroups"] == [[0, "autoslo-0"]]
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(trace).num_rows == 30
+    only_one = tmp_path / "one.json"
+    only_one.write_text(json.dumps({"1": "SELECT 1"}))
+    assert main(["live", "--local", "--workload", str(path), "--config", str(cfg), "--sql", str(only_one), "--data", str(tpcds.root)]) != 0
+    assert "no SQL for the workload's templates [" in capsys.readouterr().err
