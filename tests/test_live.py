@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -146,3 +147,75 @@ def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, caps
     only_one.write_text(json.dumps({"1": "SELECT 1"}))
     assert main(["live", "--local", "--workload", str(path), "--config", str(cfg), "--sql", str(only_one), "--data", str(tpcds.root)]) != 0
     assert "no SQL for the workload's templates [" in capsys.readouterr().err
+
+
+def _check_shape(shape: Any, value: Any, path: str) -> None:
+    """``value`` (decoded JSON) conforms to botocore's ``shape``: known members only, required
+    ones present, and each of the right JSON type."""
+    kind = shape.type_name
+    if kind == "structure":
+        assert isinstance(value, dict), path
+        unknown = set(value) - set(shape.members)
+        assert not unknown, f"{path}: members not in the service model: {unknown}"
+        for req in shape.required_members:
+            assert req in value, f"{path}: required member {req} missing"
+        for k, v in value.items():
+            _check_shape(shape.members[k], v, f"{path}.{k}")
+    elif kind == "list":
+        assert isinstance(value, list), path
+        for i, v in enumerate(value):
+            _check_shape(shape.member, v, f"{path}[{i}]")
+    elif kind == "string":
+        assert isinstance(value, str), path
+        if shape.enum:
+            assert value in shape.enum, f"{path}: {value} not in {shape.enum}"
+    elif kind in ("integer", "long"):
+        assert isinstance(value, int) and not isinstance(value, bool), path
+    elif kind == "boolean":
+        assert isinstance(value, bool), path
+    elif kind == "timestamp":
+        assert isinstance(value, str) and value.endswith("Z") and "T" in value, f"{path}: {value} (the model says ISO 8601)"
+
+
+def test_boto3_is_a_second_client_and_every_response_matches_the_service_model() -> None:
+    boto3 = pytest.importorskip("boto3")
+    with LocalEndpoint(time_factor=0.005) as ep:
+        c = boto3.client("redshift-serverless", endpoint_url=ep.url, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+        raw: list[tuple[str, int, bytes]] = []
+
+        def capture(operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
+            raw.append((operation_model.name, response_dict["status_code"], response_dict["body"]))
+
+        c.meta.events.register("before-parse.redshift-serverless.*", capture)
+        c.create_namespace(namespaceName="b3-ns", dbName="dev")
+        w = c.create_workgroup(workgroupName="b3-wg", namespaceName="b3-ns", baseCapacity=8)["workgroup"]
+        assert w["status"] == "CREATING"
+        deadline = time.monotonic() + 30
+        while (w := c.get_workgroup(workgroupName="b3-wg")["workgroup"])["status"] != "AVAILABLE" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert w["endpoint"]["address"] == "127.0.0.1" and w["endpoint"]["port"] == w["port"]
+        c.update_workgroup(workgroupName="b3-wg", baseCapacity=16)
+        c.list_workgroups(maxResults=1)
+        c.list_namespaces()
+        c.get_namespace(namespaceName="b3-ns")
+        with pytest.raises(c.exceptions.ResourceNotFoundException):
+            c.get_workgroup(workgroupName="missing")
+        with pytest.raises(c.exceptions.ConflictException):
+            c.create_namespace(namespaceName="b3-ns")
+        with pytest.raises(c.exceptions.ValidationException):
+            c.create_workgroup(workgroupName="b3-bad", namespaceName="b3-ns", baseCapacity=12)
+        deadline = time.monotonic() + 30
+        while c.get_workgroup(workgroupName="b3-wg")["workgroup"]["status"] != "AVAILABLE" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        c.delete_workgroup(workgroupName="b3-wg")
+        model = c.meta.service_model
+        ops = set()
+        for op, status, body in raw:
+            if status == 200:
+                ops.add(op)
+                _check_shape(model.operation_model(op).output_shape, json.loads(body), op)
+            else:
+                err = json.loads(body)
+                assert err["__type"] in model.shape_names, err
+                _check_shape(model.shape_for(err["__type"]), {k: v for k, v in err.items() if k != "__type"}, err["__type"])
+        assert {"CreateNamespace", "CreateWorkgroup", "GetWorkgroup", "UpdateWorkgroup", "ListWorkgroups", "ListNamespaces", "GetNamespace", "DeleteWorkgroup"} <= ops
