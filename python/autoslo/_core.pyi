@@ -445,10 +445,12 @@ class LocalEndpoint:
         """Workgroups whose name contains ``pattern`` stay CREATING forever."""
     def kill_server(self, workgroup: str) -> None:
         """SIGKILL the PostgreSQL server behind a workgroup."""
+    def slow_down(self, workgroup: str, seconds: float) -> None:
+        """Delay every chunk of a workgroup's replies by ``seconds`` (0: back to normal)."""
     def requests(self) -> int:
         """Requests served so far."""
     def workgroups(self) -> list[tuple[str, str, int, int | None]]:
-        """(name, status, base capacity, server port) of every workgroup."""
+        """(name, status, base capacity, endpoint port) of every workgroup."""
     def close(self) -> None: ...
     def __enter__(self) -> LocalEndpoint: ...
     def __exit__(self, *exc: object) -> bool: ...

@@ -15,7 +15,8 @@
 //! from the 35 measured Redshift Serverless cycles and multiplied by `time_factor`.
 //!
 //! Faults for tests: throttle the next n requests, keep named workgroups CREATING forever, kill
-//! a workgroup's server.
+//! a workgroup's server, slow a workgroup's replies (each workgroup's port is a relay to its
+//! server).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -81,7 +82,73 @@ struct Workgroup {
     status: &'static str,
     created: f64,
     server: Option<PgServer>,
+    /// The workgroup's port: a relay to the server that can slow its replies.
+    front: Option<Front>,
     generation: u64,
+}
+
+/// A workgroup's network front: a TCP relay from the workgroup's port to its server. It delays
+/// each chunk of the server's replies by `delay_us` (the slow-cluster fault); when the server is
+/// gone, a client's connection is accepted and closed at once.
+#[derive(Debug)]
+struct Front {
+    port: u16,
+    delay_us: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn relay(client: tokio::net::TcpStream, upstream: u16, delay_us: Arc<std::sync::atomic::AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let up = async move {
+        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+        let _ = sw.shutdown().await;
+    };
+    let down = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match sr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let d = delay_us.load(Ordering::Relaxed);
+            if d > 0 {
+                tokio::time::sleep(Duration::from_micros(d)).await;
+            }
+            if cw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = cw.shutdown().await;
+    };
+    tokio::select! {
+        _ = up => {}
+        _ = down => {}
+    }
+}
+
+async fn front(upstream: u16) -> Result<Front> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(CloudError::io("cannot bind a workgroup port"))?;
+    let port = listener.local_addr().map_err(CloudError::io("cannot read a workgroup port"))?.port();
+    let delay_us = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let d = Arc::clone(&delay_us);
+    let task = tokio::spawn(async move {
+        loop {
+            if let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(relay(client, upstream, Arc::clone(&d)));
+            }
+        }
+    });
+    Ok(Front { port, delay_us, task })
 }
 
 #[derive(Default)]
@@ -164,9 +231,9 @@ impl State {
         if let Some(level) = w.price_performance {
             v["pricePerformanceTarget"] = json!({"status": "ENABLED", "level": level});
         }
-        if let (Some(s), "AVAILABLE" | "MODIFYING") = (&w.server, w.status) {
-            v["port"] = json!(s.port);
-            v["endpoint"] = json!({"address": "127.0.0.1", "port": s.port, "vpcEndpoints": []});
+        if let (Some(f), "AVAILABLE" | "MODIFYING") = (&w.front, w.status) {
+            v["port"] = json!(f.port);
+            v["endpoint"] = json!({"address": "127.0.0.1", "port": f.port, "vpcEndpoints": []});
         }
         v
     }
@@ -335,6 +402,7 @@ fn create_workgroup(st: &Arc<State>, body: &Value) -> Reply {
         status: "CREATING",
         created: epoch(),
         server: None,
+        front: None,
         generation: reg.next_id,
         name: name.clone(),
     };
@@ -367,17 +435,28 @@ async fn bring_up(st: Arc<State>, name: String, size: u32, generation: u64) {
         }
         None => Err(CloudError::Postgres("no PostgreSQL binaries".into())),
     };
+    let server = match server {
+        Ok(s) => match front(s.port).await {
+            Ok(f) => Ok((s, f)),
+            Err(e) => {
+                let _ = s.stop(true);
+                Err(e)
+            }
+        },
+        Err(e) => Err(e),
+    };
     tokio::time::sleep(up.saturating_sub(t0.elapsed())).await;
     let orphan = {
         let mut reg = st.reg();
         match (reg.workgroups.get_mut(&name), server) {
-            (Some(w), Ok(s)) if w.generation == generation && w.status == "CREATING" => {
+            (Some(w), Ok((s, f))) if w.generation == generation && w.status == "CREATING" => {
                 w.server = Some(s);
+                w.front = Some(f);
                 w.status = "AVAILABLE";
                 None
             }
             // Deleted while it was being created.
-            (_, Ok(s)) => Some(s),
+            (_, Ok((s, _))) => Some(s),
             (_, Err(e)) => {
                 // A workgroup whose server cannot start stays CREATING (as a stuck creation
                 // would): the manager's wait times out; the reason is logged here.
@@ -448,6 +527,7 @@ fn delete_workgroup(st: &Arc<State>, body: &Value) -> Reply {
     w.status = "DELETING";
     let v = json!({"workgroup": st.wg_json(w)});
     let (server, generation, size) = (w.server.take(), w.generation, w.base_capacity);
+    w.front = None;
     drop(reg);
     let st = Arc::clone(st);
     tokio::spawn(async move {
@@ -601,9 +681,21 @@ impl LocalEndpoint {
         let w = reg.workgroups.get(workgroup).ok_or_else(|| CloudError::NotFound { kind: "workgroup", name: workgroup.into() })?;
         w.server.as_ref().ok_or_else(|| CloudError::Postgres(format!("workgroup {workgroup} has no running server")))?.kill()
     }
-    /// (name, status, base capacity, server port) of every workgroup.
+    /// Delay every chunk of a workgroup's replies by `seconds` (0: back to normal): a slow
+    /// cluster, as a degraded node or a congested network makes one.
+    pub fn slow_down(&self, workgroup: &str, seconds: f64) -> Result<()> {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(CloudError::out_of_range("reply delay", "≥ 0 s", seconds));
+        }
+        let reg = self.state.reg();
+        let w = reg.workgroups.get(workgroup).ok_or_else(|| CloudError::NotFound { kind: "workgroup", name: workgroup.into() })?;
+        let f = w.front.as_ref().ok_or_else(|| CloudError::Postgres(format!("workgroup {workgroup} is not available")))?;
+        f.delay_us.store((seconds * 1e6).round() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+    /// (name, status, base capacity, endpoint port) of every workgroup.
     pub fn workgroups(&self) -> Vec<(String, String, u32, Option<u16>)> {
-        self.state.reg().workgroups.values().map(|w| (w.name.clone(), w.status.to_string(), w.base_capacity, w.server.as_ref().map(|s| s.port))).collect()
+        self.state.reg().workgroups.values().map(|w| (w.name.clone(), w.status.to_string(), w.base_capacity, w.front.as_ref().map(|f| f.port))).collect()
     }
     /// Seconds since the endpoint started.
     pub fn uptime_s(&self) -> f64 {
@@ -614,7 +706,16 @@ impl LocalEndpoint {
     pub fn shutdown(&mut self) {
         let Some(rt) = self.runtime.take() else { return };
         self.stop.notify_one();
-        let servers: Vec<PgServer> = self.state.reg().workgroups.values_mut().filter_map(|w| w.server.take()).collect();
+        let servers: Vec<PgServer> = self
+            .state
+            .reg()
+            .workgroups
+            .values_mut()
+            .filter_map(|w| {
+                w.front = None;
+                w.server.take()
+            })
+            .collect();
         for s in servers {
             let _ = s.stop(true);
         }

@@ -133,3 +133,32 @@ fn bad_input_is_refused_before_any_cluster_is_made() {
     assert!(e.to_string().contains("time scale"), "{e}");
     assert!(ep.workgroups().is_empty());
 }
+
+#[test]
+fn a_slow_cluster_slows_its_own_queries_and_loses_none() {
+    let ep = Arc::new(LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap());
+    let slower = {
+        let ep = Arc::clone(&ep);
+        std::thread::spawn(move || {
+            for _ in 0..2000 {
+                if ep.slow_down("slow-1", 0.25).is_ok() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            false
+        })
+    };
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 2, 2, 100).unwrap());
+    let w = workload(30, 0.1);
+    let run = run_live(manager(&ep), &w, &sql(0.05), Box::new(RoundRobin::default()), scaler, &[8, 8], settings("slow"), Arc::new(BatchControl::new())).unwrap();
+    assert!(slower.join().unwrap());
+    one_row_each(&run, 30);
+    assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
+    let mean = |c| {
+        let l: Vec<f64> = run.trace.rows.iter().filter(|r| r.cluster == Some(c)).map(|r| r.latency).collect();
+        l.iter().sum::<f64>() / l.len() as f64
+    };
+    assert!(mean(1) > mean(0) + 0.2, "slow cluster {:.3} s vs {:.3} s", mean(1), mean(0));
+    assert!(ep.slow_down("nope", 0.1).is_err() && ep.slow_down("slow-0", -1.0).is_err());
+}

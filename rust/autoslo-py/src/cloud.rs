@@ -89,6 +89,10 @@ impl PyLocalEndpoint {
     fn kill_server(&self, workgroup: &str) -> PyResult<()> {
         self.with(|e| e.kill_server(workgroup).map_err(cloud_err))
     }
+    /// Delay every chunk of a workgroup's replies by `seconds` (0: back to normal).
+    fn slow_down(&self, workgroup: &str, seconds: f64) -> PyResult<()> {
+        self.with(|e| e.slow_down(workgroup, seconds).map_err(cloud_err))
+    }
     /// Requests served so far.
     fn requests(&self) -> PyResult<u32> {
         self.with(|e| Ok(e.requests()))
