@@ -65,9 +65,11 @@ bench-ray: build
 calibrate: build
 	autoslo calibrate
 
-# Rebuild the bundled predictor models (Stage + the four ablation variants) into python/autoslo/models.
+# Rebuild the bundled predictor models (Stage + the four ablation variants) into python/autoslo/models,
+# and their cards and training configurations into models/.
 models: build
 	autoslo predictor bundle
+	autoslo predictor cards --out models
 
 clean-venv:
 	rm -rf $(VENV)

@@ -8,7 +8,6 @@ import pytest
 from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.emulation import emulate, simulate
-from autoslo.reproduce import reproduce_spinup_size, reproduce_trigger
 from autoslo.workloads import base_workload
 
 
@@ -65,28 +64,6 @@ def test_bad_autoscaler_settings_are_clear_errors(overloaded) -> None:
         emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(tau=1.5))
     with pytest.raises(_core.AutoSloCoreError, match="unknown policy `eager`"):
         emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(policy="add-best", trigger="eager"))
-
-
-@pytest.mark.reproduce
-def test_table3_add_best_beats_noop_horizontal_and_vertical() -> None:
-    """The orderings hold on each of seeds 0–4 (autoslo reproduce spinup-size --seed 0 1 2 3 4);
-    two seeds here."""
-    out = reproduce_spinup_size(seed=[0, 1])
-    for s, ch in out["per_seed"].items():
-        add = ch["add-best"]["mean_violation_rate_change"]
-        assert add < -0.5, (s, ch)
-        assert add < ch["horizontal"]["mean_violation_rate_change"], (s, ch)
-        assert add < ch["vertical"]["mean_violation_rate_change"], (s, ch)
-
-
-@pytest.mark.reproduce
-def test_table4_combined_beats_queue_and_observed() -> None:
-    out = reproduce_trigger(seed=[0, 1], methods=["noop", "queue@32", "observed", "combined"])
-    mean = out["mean_change_vs_noop"]
-    assert mean["combined"]["mean_violation_rate_change"] < -0.3
-    assert mean["combined"]["mean_violation_rate_change"] < mean["observed"]["mean_violation_rate_change"]
-    for s, ch in out["per_seed"].items():
-        assert ch["combined"]["mean_violation_rate_change"] < ch["queue@32"]["mean_violation_rate_change"], (s, ch)
 
 
 def test_control_plane_routes_concurrently_while_it_scales() -> None:

@@ -60,3 +60,15 @@ def test_no_import_cycles() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m)
+
+
+def test_the_top_level_models_directory_holds_current_cards() -> None:
+    """The design card's ``models/``: a card per bundled variant and its training configuration,
+    as ``autoslo predictor cards`` writes them from the artifacts the wheel carries."""
+    from autoslo.predictor.cards import card_files
+
+    root = Path(__file__).resolve().parents[1] / "models"
+    files = card_files()
+    assert {"README.md", "iconq_plus/training.json", "iconq/training.json", "size/training.json", "censored/training.json"} <= set(files)
+    for rel, text in files.items():
+        assert (root / rel).read_text() == text, f"models/{rel} is stale: run `autoslo predictor cards --out models`"

@@ -1,50 +1,169 @@
-"""`autoslo reproduce all`: every table at once, written where the docs read it (`pytest -m
-reproduce` selects the reproduction tests)."""
+"""The paper's experiments as tests: ``pytest -m reproduce`` runs them, ``pytest -m reproduce -k
+table2`` one of them.
+
+By default they run at a small size (what CI runs): few seeds and short workloads, asserting the
+structure and the claims that hold even there. ``AUTOSLO_REPRODUCE=full pytest -m reproduce`` runs
+them at the size the docs report (seeds 0-4 for Tables 2-4, the full tuner experiment for Table 5
+and Figure 6, the emulated slowdown of the placement fixture) and asserts the relative claims that
+hold at that size. Every test records its numbers: as JSON in ``$AUTOSLO_REPRODUCE_OUT`` (default:
+the test's temporary directory) and as pytest properties (``--junitxml``)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
-from autoslo.reproduce import ALL_TABLES, reproduce_all
+from autoslo import _core
+from autoslo.reproduce import ALL_TABLES, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
+
+FULL = os.environ.get("AUTOSLO_REPRODUCE", "small") == "full"
+pytestmark = pytest.mark.reproduce
 
 
-@pytest.mark.reproduce
-def test_reproduce_all_writes_every_table(tmp_path: Path) -> None:
-    results = reproduce_all(tmp_path, seeds=[0])
+@pytest.fixture
+def record(tmp_path: Path, record_property: Callable[[str, object], None], request: pytest.FixtureRequest) -> Callable[[dict[str, Any]], None]:
+    """Keep a test's numbers: a JSON file named after the test, and a pytest property."""
+    out = Path(os.environ.get("AUTOSLO_REPRODUCE_OUT", tmp_path))
+    out.mkdir(parents=True, exist_ok=True)
+
+    def keep(numbers: dict[str, Any]) -> None:
+        (out / f"{request.node.name}.json").write_text(json.dumps({"size": "full" if FULL else "small", **numbers}, indent=1, default=str))
+        record_property("numbers", json.dumps(numbers, default=str))
+
+    return keep
+
+
+def test_table2_router(record: Callable[[dict[str, Any]], None]) -> None:
+    out = reproduce_router(seed=[0, 1, 2, 3, 4] if FULL else [1], queries=None if FULL else 60)
+    record({"mean_change_vs_round_robin": out["mean_change_vs_round_robin"]})
+    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "algorithm1", "autoslo", "autoslo-latency"}
+    assert len(out["rows"]) == 8 * 5 * (5 if FULL else 1)
+    mean = out["mean_change_vs_round_robin"]
+    if FULL:
+        # docs/router.md: autoslo −32.2 % violations at −23.3 % cost; the change with the second key
+        # cuts violations further; the literal Algorithm 1 less.
+        assert mean["autoslo"]["mean_violation_rate_change"] < -0.2 and mean["autoslo"]["mean_cost_change"] < -0.1
+        assert mean["autoslo-latency"]["mean_violation_rate_change"] < mean["autoslo"]["mean_violation_rate_change"]
+        assert mean["autoslo"]["mean_violation_rate_change"] < mean["algorithm1"]["mean_violation_rate_change"]
+    else:
+        assert all(x["queries"] == 60 for x in out["rows"])
+
+
+def test_table3_spinup_size(record: Callable[[dict[str, Any]], None]) -> None:
+    """add-best beats noop, horizontal and vertical on every seed (two seeds when small)."""
+    out = reproduce_spinup_size(seed=[0, 1, 2, 3, 4] if FULL else [0, 1])
+    record({"mean_change_vs_noop": out["mean_change_vs_noop"], "per_seed": out["per_seed"]})
+    for s, ch in out["per_seed"].items():
+        add = ch["add-best"]["mean_violation_rate_change"]
+        assert add < -0.5, (s, ch)
+        assert add < ch["horizontal"]["mean_violation_rate_change"], (s, ch)
+        assert add < ch["vertical"]["mean_violation_rate_change"], (s, ch)
+
+
+def test_table4_trigger(record: Callable[[dict[str, Any]], None]) -> None:
+    """combined beats observed on average and queue@32 on every seed."""
+    small = {} if FULL else {"methods": ["noop", "queue@32", "observed", "combined"]}
+    out = reproduce_trigger(seed=[0, 1, 2, 3, 4] if FULL else [0, 1], **small)
+    record({"mean_change_vs_noop": out["mean_change_vs_noop"], "per_seed": out["per_seed"]})
+    mean = out["mean_change_vs_noop"]
+    assert mean["combined"]["mean_violation_rate_change"] < -0.3
+    assert mean["combined"]["mean_violation_rate_change"] < mean["observed"]["mean_violation_rate_change"]
+    for s, ch in out["per_seed"].items():
+        assert ch["combined"]["mean_violation_rate_change"] < ch["queue@32"]["mean_violation_rate_change"], (s, ch)
+
+
+def _tuner_experiment(history: tuple[int, ...]) -> Any:
+    from autoslo.reproduce_tuner import experiment, reproduction_settings
+    from autoslo.tuner import TunerSettings
+
+    if FULL:
+        return experiment(seed=0, history=history, settings=reproduction_settings())
+    small = TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]})
+    return experiment(seed=2, queries_per_day=1500, target_days=[8], kappas=[2.0], history=history, settings=small)
+
+
+def test_table5_tuner(record: Callable[[dict[str, Any]], None]) -> None:
+    """Structure only: the goal (−44.6 % violations with 1 day of history) is not met here; see
+    docs/tuner.md."""
+    from autoslo.reproduce_tuner import reproduce_tuner
+
+    t5 = reproduce_tuner(_tuner_experiment((0, 1, 7, 30) if FULL else (0, 1, 7)))
+    record({"mean_change_vs_no_past_data": t5["mean_change_vs_no_past_data"], "goal": t5["goal"]})
+    rows = t5["rows"]
+    none = [r for r in rows if r["history_days"] == 0]
+    assert none and all(r["tuning"]["simulations"] == 0 and r["config"]["scheduled_spinups"] == [] for r in none)
+    one = [r for r in rows if r["history_days"] == 1]
+    assert all(r["tuning"]["forecast_policy"] == "previous-day" and r["tuning"]["simulations"] > 0 for r in one)
+    assert all(r["queries"] > 0 for r in rows)
+    assert {g["tenant"] for g in one[0]["per_tenant_class"]} == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
+
+
+def test_figure6_end_to_end(record: Callable[[dict[str, Any]], None], tmp_path: Path) -> None:
+    from autoslo.reproduce_tuner import reproduce_end_to_end
+
+    fig = tmp_path / "fig6.png"
+    f6 = reproduce_end_to_end(_tuner_experiment((30,) if FULL else (7,)), plot=fig)
+    record({"rows": [{k: r[k] for k in ("scenario", "method", "violation_rate", "cost")} for r in f6["rows"]]})
+    methods = [r["method"] for r in f6["rows"]]
+    assert methods[0] == "AutoSLO" and {"1 x 64 RPU", "2 x 32 RPU, round robin", "RAIS-like balanced", "RAIS-like high performance", "Snowflake standard", "Snowflake economy"} <= set(methods)
+    assert fig.stat().st_size > 10_000
+    if FULL:
+        # docs/tuner.md: AutoSLO is the cheapest configuration within reach of τ; the fixed large
+        # configurations cost more, and the load-driven policies run more violations.
+        for scen in {r["scenario"] for r in f6["rows"]}:
+            by = {r["method"]: r for r in f6["rows"] if r["scenario"] == scen}
+            assert by["AutoSLO"]["cost"] < by["1 x 64 RPU"]["cost"] and by["AutoSLO"]["cost"] < by["2 x 32 RPU, round robin"]["cost"], scen
+            assert by["AutoSLO"]["violation_rate"] < by["RAIS-like balanced"]["violation_rate"], scen
+
+
+def test_canopy_fixture(record: Callable[[dict[str, Any]], None]) -> None:
+    r = json.loads(_core.canopy_report())
+    record({k: r[k] for k in ("queries_per_s", "cpu_cores", "scan_gib_per_s", "unconstrained_memory_gib", "global_dashboard_p99_s", "aster_dashboard_p99_s", "jain_baseline", "jain_selected", "cost_per_day")})
+    assert round(r["queries_per_s"], 2) == 445.28 and round(r["cpu_cores"], 1) == 421.6 and round(r["scan_gib_per_s"], 1) == 331.6
+    assert round(r["unconstrained_memory_gib"], 1) == 3544.2
+    assert (r["global_dashboard_p99_s"], r["aster_dashboard_p99_s"]) == (1.1, 8.4)
+    assert round(r["jain_baseline"], 4) == 0.9857 and round(r["jain_selected"], 5) == 0.99998
+    assert abs(r["cost_per_day"] - 1449.33) < 0.01
+
+
+def test_placement_fixture(record: Callable[[dict[str, Any]], None]) -> None:
+    r = json.loads(_core.mercury_report(0))
+    numbers: dict[str, Any] = {
+        "peak_cpu_ms_per_s": {"count_balanced": r["count_balanced"]["peak_cpu_ms_per_s"], "work_aware": r["work_aware"]["peak_cpu_ms_per_s"]},
+        "workers_over_budget": {"count_balanced": r["count_balanced"]["workers_over_budget"], "work_aware": r["work_aware"]["workers_over_budget"]},
+        "remap": [r["remap_modulo_10_to_11"], r["remap_ring_10_to_11"]],
+    }
+    assert r["work_aware"]["workers_over_budget"] == 0 < r["count_balanced"]["workers_over_budget"]
+    assert abs(r["remap_modulo_10_to_11"] - 10 / 11) < 0.01 and abs(r["remap_ring_10_to_11"] - 1 / 11) < 0.01
+    slow = {run["policy"]: run for run in r["slow"]}
+    assert len(slow) >= 2
+    if FULL:
+        from autoslo.reproduce_placement import emulated_slowdown
+
+        e = emulated_slowdown(seed=3)
+        numbers["emulator"] = [{k: x[k] for k in ("run", "violation_rate", "window_violation_rate", "slow_cluster_share")} for x in e["runs"]]
+        runs = {x["run"]: x for x in e["runs"]}
+        # docs/placement.md: the slowdown raises the window's violation rate (7.7 % → 20.0 %).
+        assert max(x["window_violation_rate"] for x in e["runs"]) > min(x["window_violation_rate"] for x in e["runs"]) + 0.05, runs
+    record(numbers)
+
+
+def test_reproduce_all_writes_every_table_and_figure(tmp_path: Path) -> None:
+    results = reproduce_all(tmp_path, seeds=[0, 1, 2, 3, 4] if FULL else [0])
     assert set(results) == set(ALL_TABLES)
     page = (tmp_path / "README.md").read_text()
     for stem in ALL_TABLES:
         data = json.loads((tmp_path / f"{stem}.json").read_text())
-        assert data["rows"], stem
-    for title in ("Table 2", "Table 3", "Table 4"):
-        assert title in page
+        assert data, stem
+    for title in ("Table 2", "Table 3", "Table 4", "canopy", "Mercury"):
+        assert title in page, title
+    for png in sorted(tmp_path.glob("*.png")):
+        assert png.name in page and png.stat().st_size > 5_000
+    assert len(list(tmp_path.glob("*.png"))) >= 3
     # The product's policies beat the do-nothing baselines on this seed too.
     assert results["table3-spinup-size"]["mean_change_vs_noop"]["add-best"]["mean_violation_rate_change"] < -0.5
     assert results["table4-trigger"]["mean_change_vs_noop"]["combined"]["mean_violation_rate_change"] < -0.3
-
-
-@pytest.mark.reproduce
-def test_table5_and_figure6_run_end_to_end_at_reduced_size(tmp_path: Path) -> None:
-    from autoslo.reproduce_tuner import experiment, reproduce_end_to_end, reproduce_tuner
-    from autoslo.tuner import TunerSettings
-
-    small = TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]})
-    exp = experiment(seed=2, queries_per_day=1500, target_days=[8], kappas=[2.0], history=[0, 1, 7], settings=small)
-    t5 = reproduce_tuner(exp)
-    assert [r["history_days"] for r in t5["rows"]] == [0, 1, 7]
-    none, one, week = t5["rows"]
-    assert none["tuning"]["simulations"] == 0 and none["config"]["scheduled_spinups"] == []
-    assert one["tuning"]["forecast_policy"] == "previous-day" and week["tuning"]["forecast_policy"] == "decay"
-    assert one["config"]["provenance"]["history_days"] == 1 and one["tuning"]["simulations"] > 0
-    assert all(r["queries"] == none["queries"] > 0 for r in t5["rows"]), "every configuration runs the same real day"
-    assert set(t5["mean_change_vs_no_past_data"]) == {1, 7} and "met" in t5["goal"]
-    assert {g["tenant"] for g in one["per_tenant_class"]} == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
-
-    fig = tmp_path / "fig6.png"
-    f6 = reproduce_end_to_end(experiment(seed=2, queries_per_day=1500, target_days=[8], kappas=[2.0], history=[7], settings=small), plot=fig)
-    methods = [r["method"] for r in f6["rows"]]
-    assert methods[0] == "AutoSLO" and {"1 x 64 RPU", "2 x 32 RPU, round robin", "RAIS-like balanced", "RAIS-like high performance", "Snowflake standard", "Snowflake economy"} <= set(methods)
-    assert len(f6["per_scenario"]) == 1 and fig.stat().st_size > 10_000

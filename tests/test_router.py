@@ -93,17 +93,6 @@ def test_simulator_replays_with_predicted_completions(model: predictor.Predictor
     assert 0.5 < sim.cost / emu.cost < 2.0
 
 
-@pytest.mark.reproduce
-def test_reproduce_router_small() -> None:
-    r = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", "--seed", "1", "--queries", "60", "--json"], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    assert len(out["rows"]) == 8 * 5
-    assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "algorithm1", "autoslo", "autoslo-latency"}
-    assert all(x["queries"] == 60 for x in out["rows"])
-    assert set(out["mean_change_vs_round_robin"]) == {"stage-cost", "algorithm1", "autoslo", "autoslo-latency"}
-
-
 def test_slo_headroom_and_arrival_correction_change_decisions(model: predictor.Predictor) -> None:
     wl = autoslo.base_workload(0.1, seed=7, kappa=4)
     with pytest.raises(_core.AutoSloCoreError, match="slo_headroom"):

@@ -335,9 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--emulator-seed", dest="emulator_seed", type=int, default=3, help="Redbench seed of the emulated slowdown (default 3; 2 was used to choose the ejection settings)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_placement)
-    r = rs.add_parser("all", help="Tables 2, 3 and 4 at once, written as JSON and a summary page")
+    r = rs.add_parser("all", help="Tables 2, 3 and 4, and the canopy and Mercury fixtures, at once: JSON, a figure per table (PNG) and a summary page")
     r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
+    r.add_argument("--no-figures", dest="no_figures", action="store_true", help="skip the PNG figures (they need matplotlib)")
     r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
     r.set_defaults(func=cmd_reproduce_all)
     return parser
@@ -420,7 +421,7 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce_all(args: argparse.Namespace) -> int:
-    reproduce_all(args.out, seeds=args.seed, predictor=load(args.model) if args.model else None)
+    reproduce_all(args.out, seeds=args.seed, predictor=load(args.model) if args.model else None, figures=not args.no_figures)
     print((Path(args.out) / "README.md").read_text())
     return 0
 

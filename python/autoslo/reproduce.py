@@ -262,7 +262,7 @@ def reproduce_trigger(
 # --- Everything at once: docs/results ---
 
 #: The reproductions ``reproduce_all`` runs, by file stem.
-ALL_TABLES = {"table2-router": "router", "table3-spinup-size": "spinup-size", "table4-trigger": "trigger"}
+ALL_TABLES = {"table2-router": "router", "table3-spinup-size": "spinup-size", "table4-trigger": "trigger", "canopy": "canopy", "placement-mercury": "placement"}
 
 
 def _summary_markdown(title: str, command: str, summary: dict, base: str) -> str:
@@ -274,10 +274,76 @@ def _summary_markdown(title: str, command: str, summary: dict, base: str) -> str
     return "\n".join(lines) + "\n"
 
 
-def reproduce_all(out: str | Path, seeds: Sequence[int] = (0, 1, 2, 3, 4), predictor: _core.Predictor | None = None) -> dict[str, dict]:
-    """Run Tables 2, 3 and 4 on the emulator over ``seeds`` and write each one's full result as
-    JSON (``table2-router.json``, …) and a summary of all of them (``README.md``) into ``out``.
-    Returns the results by file stem."""
+def _figure(path: Path, title: str, summary: dict, base: str) -> None:
+    """Each method's mean violation-rate change against its mean cost change (the paper's points
+    where it reports them), saved as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (m, v) in enumerate(summary.items()):
+        color = f"C{i}"
+        ax.scatter(100 * v["mean_cost_change"], 100 * v["mean_violation_rate_change"], color=color, s=40, label=m)
+        if v.get("paper"):
+            p = v["paper"]
+            ax.scatter(100 * p["mean_cost_change"], 100 * p["mean_violation_rate_change"], color=color, marker="x", s=40)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.axvline(0, color="k", lw=0.6)
+    ax.set_xlabel(f"mean cost change vs {base} (%)")
+    ax.set_ylabel(f"mean violation-rate change vs {base} (%)")
+    ax.set_title(f"{title}  (o emulator, x paper)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _canopy_markdown(r: dict) -> str:
+    return "\n".join(
+        [
+            "## The multi-tenant analytics case (canopy)",
+            "",
+            "`autoslo reproduce canopy`: the case's fixture arithmetic, recomputed from its inputs (docs/tenancy.md).",
+            "",
+            "| figure | value |",
+            "|---|---|",
+            f"| queries/s | {r['queries_per_s']:.2f} |",
+            f"| CPU demand (cores) | {r['cpu_cores']:.1f} |",
+            f"| scan (GiB/s) | {r['scan_gib_per_s']:.1f} |",
+            f"| unconstrained live memory (GiB) | {r['unconstrained_memory_gib']:.1f} |",
+            f"| dashboard p99: global / Aster (s) | {r['global_dashboard_p99_s']} / {r['aster_dashboard_p99_s']} |",
+            f"| Jain's index: baseline → selected | {r['jain_baseline']:.4f} → {r['jain_selected']:.5f} |",
+            f"| cost per day (rate card) | ${r['cost_per_day']:,.2f} |",
+            "",
+        ]
+    )
+
+
+def _mercury_markdown(r: dict) -> str:
+    lines = [
+        "## The load-balancing chapter's Mercury fixture (placement)",
+        "",
+        "`autoslo reproduce placement`: count-balanced against work-aware placement, and a slow worker (docs/placement.md; the emulated slowdown runs with the command).",
+        "",
+        "| policy | peak CPU ms/s | workers over budget | p99 ms |",
+        "|---|---|---|---|",
+    ]
+    for run in (r["count_balanced"], r["work_aware"]):
+        lines.append(f"| {run['policy']} | {run['peak_cpu_ms_per_s']:.0f} | {run['workers_over_budget']} | {run['p99_response_ms']:.1f} |")
+    lines += ["", "| slow worker, policy | p99 ms in the slow window | slow worker's share |", "|---|---|---|"]
+    for run in r["slow"]:
+        lines.append(f"| {run['policy']} | {run['p99_response_slow_window_ms']:.1f} | {run['slow_worker_share']:.3f} |")
+    lines += ["", f"Remapped keys on 10 → 11 workers: modulo {r['remap_modulo_10_to_11']:.3f}, consistent ring {r['remap_ring_10_to_11']:.3f}.", ""]
+    return "\n".join(lines)
+
+
+def reproduce_all(out: str | Path, seeds: Sequence[int] = (0, 1, 2, 3, 4), predictor: _core.Predictor | None = None, figures: bool = True) -> dict[str, dict]:
+    """Run Tables 2, 3 and 4 on the emulator over ``seeds``, and the canopy and Mercury fixtures;
+    write each one's full result as JSON (``table2-router.json``, …), a figure per table
+    (``table2-router.png``, …; matplotlib, unless ``figures=False``) and a summary page
+    (``README.md``) into ``out``. Returns the results by file stem."""
     import json
 
     out_dir = Path(out)
@@ -288,20 +354,31 @@ def reproduce_all(out: str | Path, seeds: Sequence[int] = (0, 1, 2, 3, 4), predi
         "table2-router": reproduce_router(seed=seed_list, predictor=predictor),
         "table3-spinup-size": reproduce_spinup_size(seed=seed_list, predictor=predictor),
         "table4-trigger": reproduce_trigger(seed=seed_list, predictor=predictor),
+        "canopy": json.loads(_core.canopy_report()),
+        "placement-mercury": json.loads(_core.mercury_report(0)),
     }
     args = " ".join(map(str, seed_list))
+    tables = [
+        ("table2-router", "Table 2: the Query Router", f"autoslo reproduce router --seed {args}", "mean_change_vs_round_robin", "round robin"),
+        ("table3-spinup-size", "Table 3: the Spinup Size Selector (last 20 %)", f"autoslo reproduce spinup-size --seed {args}", "mean_change_vs_noop", "noop"),
+        ("table4-trigger", "Table 4: the spinup trigger (whole workload)", f"autoslo reproduce trigger --seed {args}", "mean_change_vs_noop", "noop"),
+    ]
     parts = [
         "# Reproductions on the emulator",
         "",
-        f"Written by `autoslo reproduce all --seed {args} --out <dir>`: the paper's Tables 2–4, each averaged per scenario over seeds {args}.",
-        "The full per-scenario, per-seed rows are in the JSON files beside this page.",
-        "The discussion is in `docs/router.md` and `docs/autoscaler.md`.",
-        "The Policy Tuner's Table 5 and Figure 6 take minutes per seed; they run apart (`autoslo reproduce tuner`, `autoslo reproduce end-to-end`) and are reported in `docs/tuner.md`.",
+        f"Written by `autoslo reproduce all --seed {args} --out <dir>`: the paper's Tables 2–4, each averaged per scenario over seeds {args}, and the canopy and Mercury fixtures.",
+        "The full per-scenario, per-seed rows are in the JSON files the command writes beside this page (not kept in the repository).",
+        "The discussion is in `docs/router.md`, `docs/autoscaler.md`, `docs/tenancy.md` and `docs/placement.md`.",
+        "The Policy Tuner's Table 5 and Figure 6 take minutes per seed; they run apart (`autoslo reproduce tuner`, `autoslo reproduce end-to-end --plot fig6.png`) and are reported in `docs/tuner.md`.",
         "",
-        _summary_markdown("Table 2: the Query Router", f"autoslo reproduce router --seed {args}", results["table2-router"]["mean_change_vs_round_robin"], "round robin"),
-        _summary_markdown("Table 3: the Spinup Size Selector (last 20 %)", f"autoslo reproduce spinup-size --seed {args}", results["table3-spinup-size"]["mean_change_vs_noop"], "noop"),
-        _summary_markdown("Table 4: the spinup trigger (whole workload)", f"autoslo reproduce trigger --seed {args}", results["table4-trigger"]["mean_change_vs_noop"], "noop"),
     ]
+    for stem, title, command, key, base in tables:
+        parts.append(_summary_markdown(title, command, results[stem][key], base))
+        if figures:
+            _figure(out_dir / f"{stem}.png", title.split(":")[0], results[stem][key], base)
+            parts.append(f"![{title}]({stem}.png)\n")
+    parts.append(_canopy_markdown(results["canopy"]))
+    parts.append(_mercury_markdown(results["placement-mercury"]))
     for stem, r in results.items():
         tmp = out_dir / f".{stem}.json.tmp"
         tmp.write_text(json.dumps(r, indent=1, default=str))

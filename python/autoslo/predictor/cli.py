@@ -115,9 +115,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cards(args: argparse.Namespace) -> int:
+    from autoslo.predictor.cards import write_cards
+
+    for path in write_cards(args.out):
+        print(path)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predictor", help="generate traces, train, evaluate the Latency Predictor", description="Latency Predictor: training data, training, evaluation, the bundled models.")
     ps = p.add_subparsers(dest="predictor_command", required=True)
+
+    c = ps.add_parser("cards", help="write the bundled models' cards and training configurations (the repository's models/)")
+    c.add_argument("--out", default="models", help="directory (default models)")
+    c.set_defaults(func=cmd_cards)
 
     d = ps.add_parser("data", help="emulate the paper's training traces to Parquet")
     d.add_argument("--out", required=True, help="output directory")
