@@ -195,6 +195,29 @@ def test_deadline_admission_rejects_infeasible_queries_as_outcomes_of_their_own(
         autoslo.emulate(wl, [16], admission=DeadlineAdmission(margin=0.5))
 
 
+def test_the_report_counts_failed_and_cancelled_outcomes_apart() -> None:
+    """Live runs add two outcomes (docs/live.md): they are violations, and neither late nor
+    rejected."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    res = autoslo.emulate(autoslo.base_workload(0.2, seed=1, kappa=2), [16, 16], routing="round-robin")
+    outcome = res.trace["outcome"].to_pylist()
+    outcome[:5] = ["failed"] * 5
+    outcome[5:8] = ["cancelled"] * 3
+    met = res.trace["met"].to_pylist()
+    met[:8] = [False] * 8
+    t = res.trace.set_column(res.trace.schema.get_field_index("outcome"), "outcome", pa.array(outcome)).set_column(res.trace.schema.get_field_index("met"), "met", pa.array(met))
+    live_like = dataclasses.replace(res, trace=t)
+    assert (live_like.failed, live_like.cancelled) == (5, 3)
+    assert live_like.summary()["failed"] == 5 and live_like.summary()["cancelled"] == 3
+    g = live_like.per_tenant_class()
+    total = sum(pc.sum(g[c]).as_py() for c in ("met", "late", "rejected", "failed", "cancelled"))
+    assert total == res.queries and pc.sum(g["failed"]).as_py() == 5 and pc.sum(g["cancelled"]).as_py() == 3
+    assert pc.sum(g["violations"]).as_py() == live_like.violations
+
+
 def test_slo_policy_tiers_and_cost_centers_ride_through_a_run() -> None:
     import pyarrow as pa
 
