@@ -162,3 +162,33 @@ fn a_slow_cluster_slows_its_own_queries_and_loses_none() {
     assert!(mean(1) > mean(0) + 0.2, "slow cluster {:.3} s vs {:.3} s", mean(1), mean(0));
     assert!(ep.slow_down("nope", 0.1).is_err() && ep.slow_down("slow-0", -1.0).is_err());
 }
+
+#[test]
+fn after_a_cluster_is_lost_the_autoscaler_replaces_it() {
+    let ep = Arc::new(LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap());
+    let killer = {
+        let ep = Arc::clone(&ep);
+        std::thread::spawn(move || {
+            for _ in 0..4000 {
+                if ep.workgroups().iter().filter(|w| w.1 == "AVAILABLE").count() == 2 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(1000));
+            ep.kill_server("rec-0").unwrap();
+        })
+    };
+    // Snowflake standard, at most two clusters: nothing starts while both are up; once one is
+    // lost, the load on the other (more than 2 running) starts a replacement.
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 2).unwrap());
+    let w = workload(60, 0.05);
+    let run = run_live(manager(&ep), &w, &sql(0.3), Box::new(RoundRobin::default()), scaler, &[8, 8], settings("rec"), Arc::new(BatchControl::new())).unwrap();
+    killer.join().unwrap();
+    one_row_each(&run, 60);
+    assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
+    let failed_at = run.events.iter().find(|e| e.kind == "failed").map(|e| e.time).expect("cluster 0 lost");
+    let spinup = run.events.iter().find(|e| e.kind == "spinup").expect("a replacement");
+    assert!(spinup.time >= failed_at && spinup.cluster == Some(2), "{:?}", run.events);
+    assert!(run.trace.rows.iter().any(|r| r.cluster == Some(2)), "the replacement took queries");
+}
