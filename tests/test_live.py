@@ -128,6 +128,48 @@ def test_a_server_killed_during_a_run_loses_no_query(tpcds: LocalData) -> None:
     assert any(kind == "failed" and c == 0 for _, c, _, kind, _ in r.control_log)
 
 
+def test_a_workgroup_that_never_becomes_available_and_a_slow_one(tpcds: LocalData) -> None:
+    """The other two faults: a spinup whose workgroup stays CREATING (its queries go elsewhere)
+    and a cluster whose replies are delayed (its queries are slower; none is lost)."""
+    from autoslo.autoscaler import AutoscalerConfig
+
+    wl = _workload(tpcds, 30)
+    scale = wl["arrival"][-1].as_py() / 4.0
+    snowflake = AutoscalerConfig(policy="snowflake-standard", warehouse_size=8, min_clusters=1, max_clusters=2, max_concurrency=1)
+    with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
+        ep.never_available("na-1")
+        r = live(wl, [8], autoscaler=snowflake, sql=tpcds, endpoint=ep.url, time_scale=scale, tick_s=0.05 * scale, spinup_s=0.0, create_timeout_s=1.0, name_prefix="na")
+    t = r.trace
+    assert t.num_rows == 30 and set(t["outcome"].to_pylist()) == {"completed"}, [e for e in t["error"].to_pylist() if e]
+    assert 1 not in t["cluster_id"].to_pylist(), "the stuck cluster ran nothing"
+    assert r.retried >= 1, "queries routed to it went elsewhere"
+    clusters = r.clusters.to_pylist()
+    assert clusters[1]["teardown_reason"] == "failed"
+    # The scaler tried again: the next workgroup came up and took queries.
+    assert len(clusters) == 3 and clusters[2]["spinup_reason"] == "snowflake-start" and 2 in t["cluster_id"].to_pylist()
+
+    with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
+
+        def slow() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    ep.slow_down("sl-1", 0.3)
+                    return
+                except _core.AutoSloCoreError:
+                    time.sleep(0.005)
+
+        slower = threading.Thread(target=slow)
+        slower.start()
+        r = live(wl, [8, 8], routing="round-robin", sql=tpcds, endpoint=ep.url, time_scale=scale, name_prefix="sl")
+        slower.join()
+    t = r.trace
+    assert set(t["outcome"].to_pylist()) == {"completed"}
+    # Measured at the client, in real seconds (the trace's latency is on the compressed clock).
+    client = {c: [x for x, k in zip(t["client_s"].to_pylist(), t["cluster_id"].to_pylist()) if k == c] for c in (0, 1)}
+    assert sum(client[1]) / len(client[1]) > sum(client[0]) / len(client[0]) + 0.25, "the slow cluster's queries are slower"
+
+
 def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wl = _workload(tpcds, 30)
     path = tmp_path / "wl.parquet"
