@@ -71,6 +71,11 @@ def test_the_cluster_manager_from_python_with_typed_errors() -> None:
         m.delete_cluster("py-b", timeout_s=60)
         assert m.list_workgroups() == []
         url = ep.url
+        # The endpoint is configuration only: the SDK's service-specific variable reaches it too.
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS", url)
+            before = ep.requests()
+            assert ClusterManager().list_workgroups() == [] and ep.requests() == before + 1
     with pytest.raises(_core.EndpointUnreachableError):
         ClusterManager(endpoint=url, max_attempts=1).list_workgroups()
 
