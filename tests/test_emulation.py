@@ -195,6 +195,27 @@ def test_deadline_admission_rejects_infeasible_queries_as_outcomes_of_their_own(
         autoslo.emulate(wl, [16], admission=DeadlineAdmission(margin=0.5))
 
 
+def test_the_admission_queue_holds_arrivals_within_their_deadline() -> None:
+    from autoslo.tenancy import AdmissionQueue
+
+    wl = autoslo.redbench_workload(days=1, seed=0, queries_per_day=1500, tenants=2, kappa=3)
+    base = autoslo.emulate(wl, [8], routing="round-robin")
+    res = autoslo.emulate(wl, [8], routing="round-robin", queue=AdmissionQueue(slots_per_cluster=3))
+    t = res.trace
+    assert t["query_id"].to_pylist() == wl["query_id"].to_pylist(), "one row per query"
+    reasons = set(t.filter(pc.equal(t["outcome"], "rejected"))["reject_reason"].to_pylist())
+    assert "expired" in reasons and reasons <= {"expired", "capacity", "infeasible-deadline"}
+    # Refused queries did no work and paid nothing; every bill is still attributed exactly.
+    refused = t.filter(pc.equal(t["outcome"], "rejected"))
+    assert pc.sum(refused["work"]).as_py() == 0 and refused["cluster_id"].null_count == refused.num_rows
+    assert pc.sum(res.chargeback()["cost_micro_usd"]).as_py() == pc.sum(res.clusters["cost_micro_usd"]).as_py()
+    # Fewer late runs than without the queue (the refusals are the price).
+    late = lambda r: r.violations - r.rejected  # noqa: E731
+    assert late(res) < late(base)
+    with pytest.raises(autoslo.AutoSloCoreError, match="reserve"):
+        autoslo.emulate(wl, [8], queue=AdmissionQueue(reserve=0.5))
+
+
 def test_the_report_counts_failed_and_cancelled_outcomes_apart() -> None:
     """Live runs add two outcomes (docs/live.md): they are violations, and neither late nor
     rejected."""

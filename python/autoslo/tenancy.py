@@ -50,6 +50,28 @@ class DeadlineAdmission:
         return float(self.margin), (int(self.largest_size) if self.largest_size is not None else None)
 
 
+@dataclass(frozen=True)
+class AdmissionQueue:
+    """A queue at the router boundary (``tenancy::AdmissionQueue`` in the core). A cluster is full
+    at ``slots_per_cluster`` queries (running and queued inside it); while every cluster is full,
+    or others already wait, an arrival waits here, first in first out, and is routed, among the
+    clusters with room, when a slot frees. A query may wait only until its latest start,
+    ``arrival + SLO − Stage estimate × reserve``; it is refused at arrival if that has passed
+    (``infeasible-deadline``) or the queue is at a bound (``max_queued`` queries, or
+    ``max_queued_work_s`` seconds of estimated work: ``capacity``), and while waiting when it
+    passes (``expired``): a typed outcome, not a late run."""
+
+    slots_per_cluster: int = 8
+    max_queued: int = 1000
+    max_queued_work_s: float = float("inf")
+    reserve: float = 1.0
+
+    def as_args(self) -> tuple[int, int, float, float]:
+        """The form ``_core.emulate(queue=...)`` takes."""
+        work = float(self.max_queued_work_s)
+        return int(self.slots_per_cluster), int(self.max_queued), (work if work != float("inf") else 1e300), float(self.reserve)
+
+
 def apply_slo_policy(workload: pa.Table, policy: Mapping[str, Any]) -> pa.Table:
     """``workload`` with each query's ``slo`` set by an SLO policy and a ``tier`` column.
 

@@ -1,15 +1,17 @@
 //! Tenancy: fairness across tenant × class populations, admission with typed rejections
-//! ([`admission`]), reservations for premium tenants ([`reservation`]), a resource rate card for chargeback, and the multi-tenant analytics case's
+//! ([`admission`]), an admission queue with a bounded wait ([`queue`]), reservations for premium tenants ([`reservation`]), a resource rate card for chargeback, and the multi-tenant analytics case's
 //! fixture (002_… in `shared/seeds`, "Canopy").
 //!
 //! Cost attribution of a run's bill to its queries is [`crate::trace::attribute_cost_by_work`];
 //! per-tenant sums are [`crate::trace::Trace::chargeback`].
 
 pub mod admission;
+pub mod queue;
 pub mod reservation;
 pub mod slo_policy;
 
 pub use admission::{Admission, DeadlineAdmission};
+pub use queue::{AdmissionQueue, Offer, QueueSettings};
 pub use reservation::{Reservation, ReservedRouter};
 pub use slo_policy::{DeadlineRule, SloPolicy, TemplateRule};
 

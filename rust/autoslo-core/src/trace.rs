@@ -29,8 +29,10 @@ pub enum Outcome {
 pub enum RejectReason {
     /// Even alone on the largest cluster available, the query's estimated runtime exceeds its SLO.
     InfeasibleDeadline,
-    /// No cluster can take the query.
+    /// No cluster can take the query (nor the admission queue hold it).
     Capacity,
+    /// It waited at the admission queue until its deadline no longer left time to run.
+    Expired,
 }
 
 impl RejectReason {
@@ -38,6 +40,7 @@ impl RejectReason {
         match self {
             RejectReason::InfeasibleDeadline => "infeasible-deadline",
             RejectReason::Capacity => "capacity",
+            RejectReason::Expired => "expired",
         }
     }
 }

@@ -184,7 +184,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None, ejection=None, degradations=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None, ejection=None, degradations=None, queue=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -212,6 +212,7 @@ fn emulate(
     admission: Option<(f64, Option<u32>)>,
     ejection: Option<(usize, f64, f64, f64, f64)>,
     degradations: Option<Vec<(u32, f64, f64, f64)>>,
+    queue: Option<(usize, usize, f64, f64)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
@@ -245,11 +246,18 @@ fn emulate(
             Some(tenancy::DeadlineAdmission::new(p.get().inner.clone(), margin, largest).map_err(err)?)
         }
     };
+    let mut queue = match queue {
+        None => None,
+        Some((slots_per_cluster, max_queued, max_queued_work_s, reserve)) => {
+            let p = predictor.as_ref().ok_or_else(|| AutoSloCoreError::new_err("the admission queue needs a latency predictor (its Stage estimates)"))?;
+            Some(tenancy::AdmissionQueue::new(p.get().inner.clone(), tenancy::QueueSettings { slots_per_cluster, max_queued, max_queued_work_s, reserve }).map_err(err)?)
+        }
+    };
     let trace = py
         .detach(|| {
             let mut report = progress_reporter(&progress);
             let admission = admission.as_mut().map(|a| a as &mut dyn tenancy::Admission);
-            emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, &cfg, &mut report)
+            emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, queue.as_mut(), &cfg, &mut report)
         })
         .map_err(err)?;
     let mut trace = trace;

@@ -27,7 +27,7 @@ use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::rng::{derive_seed, Rng};
-use crate::tenancy::Admission;
+use crate::tenancy::{Admission, AdmissionQueue, Offer};
 use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, RejectReason, Trace, TraceRow};
 use crate::workload::Workload;
 
@@ -510,7 +510,7 @@ pub fn emulate_with_progress(
     cfg: &EmulatorConfig,
     progress: Progress<'_>,
 ) -> Result<Trace> {
-    emulate_admitted(workload, initial_clusters, router, scaler, None, cfg, progress)
+    emulate_admitted(workload, initial_clusters, router, scaler, None, None, cfg, progress)
 }
 
 /// [`emulate_with_progress`] with admission at the router boundary: each arrival is first put
@@ -522,6 +522,7 @@ pub fn emulate_admitted(
     router: &mut dyn Router,
     scaler: &mut dyn Scaler,
     mut admission: Option<&mut dyn Admission>,
+    mut queue: Option<&mut AdmissionQueue>,
     cfg: &EmulatorConfig,
     progress: Progress<'_>,
 ) -> Result<Trace> {
@@ -558,11 +559,23 @@ pub fn emulate_admitted(
             .enumerate()
             .map(|(i, s)| (i, s.next_event(&run.arrival, cfg.timeout_s)))
             .fold((usize::MAX, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
-        let busy = next_q < n || run.sims.iter().any(|s| s.present() > 0);
+        let waiting = queue.as_ref().is_some_and(|q| !q.is_empty());
+        let busy = next_q < n || waiting || run.sims.iter().any(|s| s.present() > 0);
         if !busy {
             break;
         }
         let t_tick = next_tick.unwrap_or(f64::INFINITY);
+        // A waiting query's latest start is an event: it expires then, as a typed outcome.
+        let t_expiry = queue.as_ref().map_or(f64::INFINITY, |q| q.next_expiry());
+        if t_expiry.is_finite() && t_expiry < t_arrival.min(t_cluster).min(t_tick) {
+            now = now.max(t_expiry);
+            // Strictly after the latest start, so the query is due.
+            let due = f64::from_bits(now.to_bits() + 1);
+            if let Some(q) = queue.as_mut() {
+                release_waiting(&mut run, q, due, router, scaler, &mut infos)?;
+            }
+            continue;
+        }
         let t = t_arrival.min(t_cluster).min(t_tick);
         if !t.is_finite() {
             return Err(AutoSloError::InvalidAction("queries are waiting on clusters that will never run them".into()));
@@ -571,11 +584,17 @@ pub fn emulate_admitted(
         if t_cluster <= t_arrival && t_cluster <= t_tick {
             run.process(c_min, now)?;
             run.dispatch(now, router, scaler)?;
+            if let Some(q) = queue.as_mut() {
+                release_waiting(&mut run, q, now, router, scaler, &mut infos)?;
+            }
         } else if t_tick <= t_arrival {
             run.infos_into(&mut infos);
             let actions = scaler.on_event(now, &Event::Tick, &infos, &*router);
             run.apply(actions, now)?;
             next_tick = scaler.tick_interval().map(|d| now + d.max(1e-3));
+            if let Some(q) = queue.as_mut() {
+                release_waiting(&mut run, q, now, router, scaler, &mut infos)?;
+            }
         } else {
             let qi = next_q;
             next_q += 1;
@@ -589,12 +608,14 @@ pub fn emulate_admitted(
             if let Some(reason) = admission.as_mut().and_then(|a| a.decide(now, q, &infos)) {
                 run.reject(qi, now, reason);
             } else {
-                let c = router.route(now, q, &infos)?;
-                run.admit(c, qi, now)?;
-                let routed = Event::Routed { query: q, cluster: c };
-                run.infos_into(&mut infos);
-                let actions = scaler.on_event(now, &routed, &infos, &*router);
-                run.apply(actions, now)?;
+                match queue.as_mut().map_or(Offer::Admit, |aq| aq.offer(now, qi, q, &infos)) {
+                    Offer::Admit => {
+                        let slots = queue.as_ref().map(|aq| aq.settings().slots_per_cluster);
+                        route_now(&mut run, qi, now, router, scaler, &mut infos, slots)?
+                    }
+                    Offer::Held => {}
+                    Offer::Reject(reason) => run.reject(qi, now, reason),
+                }
             }
             if next_q.is_multiple_of(4096) && !progress(next_q, n) {
                 return Err(AutoSloError::Interrupted);
@@ -605,6 +626,37 @@ pub fn emulate_admitted(
         return Err(AutoSloError::Interrupted);
     }
     finish_trace(run, now)
+}
+
+/// Route query `qi` now, and tell the scaler. With an admission queue (`slots`), only among the
+/// clusters with room.
+fn route_now(run: &mut Run<'_>, qi: usize, now: f64, router: &mut dyn Router, scaler: &mut dyn Scaler, infos: &mut Vec<ClusterInfo>, slots: Option<usize>) -> Result<()> {
+    let q = &run.w.queries()[qi];
+    run.infos_into(infos);
+    if let Some(slots) = slots {
+        if infos.iter().any(|c| c.accepts_queries() && c.running + c.queued < slots) {
+            infos.retain(|c| c.accepts_queries() && c.running + c.queued < slots);
+        }
+    }
+    let c = router.route(now, q, infos)?;
+    run.admit(c, qi, now)?;
+    let routed = Event::Routed { query: q, cluster: c };
+    run.infos_into(infos);
+    let actions = scaler.on_event(now, &routed, infos, &*router);
+    run.apply(actions, now)
+}
+
+/// Settle the admission queue at `now`: expired queries get their outcome, the others are
+/// routed while a cluster has room.
+fn release_waiting(run: &mut Run<'_>, queue: &mut AdmissionQueue, now: f64, router: &mut dyn Router, scaler: &mut dyn Scaler, infos: &mut Vec<ClusterInfo>) -> Result<()> {
+    loop {
+        run.infos_into(infos);
+        match queue.release(now, infos) {
+            Some((qi, Some(reason))) => run.reject(qi, now, reason),
+            Some((qi, None)) => route_now(run, qi, now, router, scaler, infos, Some(queue.settings().slots_per_cluster))?,
+            None => return Ok(()),
+        }
+    }
 }
 
 /// Close every bill and attribute each cluster's cost to its queries by executed work.

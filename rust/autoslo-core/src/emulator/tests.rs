@@ -166,7 +166,7 @@ fn rejected_queries_get_one_outcome_row_no_cluster_and_no_cost() {
     let slo = SloTable::paper(2.0).unwrap();
     let w = base_workload(0.3, 3, &slo).unwrap();
     let mut adm = EveryThird;
-    let t = emulate_admitted(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, Some(&mut adm), &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    let t = emulate_admitted(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, Some(&mut adm), None, &EmulatorConfig::default(), &mut |_, _| true).unwrap();
     assert_eq!(t.rows.len(), w.len());
     for (i, r) in t.rows.iter().enumerate() {
         assert_eq!(r.query, i, "row i is query i, exactly once");
@@ -200,4 +200,43 @@ fn a_degraded_cluster_runs_slower_only_inside_its_window() {
     assert!((mean(&t, 0) - mean(&healthy, 0)).abs() < 1e-9, "the healthy cluster is untouched");
     let bad = EmulatorConfig { degradations: vec![Degradation { cluster: 0, factor: 0.5, from_s: 0.0, until_s: 1.0 }], ..Default::default() };
     assert!(emulate(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, &bad).unwrap_err().to_string().contains("degradations[0].factor"));
+}
+
+fn bundled_predictor() -> crate::predictor::Predictor {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus");
+    crate::predictor::Predictor::load(&dir, crate::predictor::Backend::Native).unwrap()
+}
+
+#[test]
+fn the_admission_queue_bounds_each_cluster_and_turns_a_spent_deadline_into_an_outcome() {
+    use crate::tenancy::{AdmissionQueue, QueueSettings};
+    // An overload: BaseWorkload at 0.5 queries/s on one 8 RPU cluster, κ = 2.
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.5, 4, &slo).unwrap();
+    let settings = QueueSettings { slots_per_cluster: 4, max_queued: 40, max_queued_work_s: 1e9, reserve: 1.0 };
+    let mut queue = AdmissionQueue::new(bundled_predictor(), settings).unwrap();
+    let t = emulate_admitted(&w, &[8], &mut RoundRobin::default(), &mut StaticScaler, None, Some(&mut queue), &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    assert_eq!(t.rows.len(), w.len());
+    for (i, r) in t.rows.iter().enumerate() {
+        assert_eq!(r.query, i, "row i is query i, exactly once");
+    }
+    let count = |reason| t.rows.iter().filter(|r| r.outcome == Outcome::Rejected(reason)).count();
+    assert!(queue.dispatched > 0, "queries waited at the boundary and ran");
+    assert!(count(RejectReason::Expired) > 0, "some waited until their deadline was spent");
+    // The cluster never held more than its slots: at most 4 queries overlap in execution.
+    let mut ev: Vec<(f64, i32)> = t.rows.iter().filter_map(|r| r.start.map(|s| [(s, 1), (r.end, -1)])).flatten().collect();
+    ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut peak) = (0, 0);
+    for (_, d) in ev {
+        now += d;
+        peak = peak.max(now);
+    }
+    assert!(peak <= 4, "peak concurrency {peak}");
+    // A bound on the count refuses with `capacity`.
+    let tight = QueueSettings { max_queued: 1, ..settings };
+    let mut queue = AdmissionQueue::new(bundled_predictor(), tight).unwrap();
+    let t2 = emulate_admitted(&w, &[8], &mut RoundRobin::default(), &mut StaticScaler, None, Some(&mut queue), &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    assert!(t2.rows.iter().filter(|r| r.outcome == Outcome::Rejected(RejectReason::Capacity)).count() > count(RejectReason::Capacity));
+    assert!(AdmissionQueue::new(bundled_predictor(), QueueSettings { reserve: 0.5, ..settings }).is_err());
+    assert!(AdmissionQueue::new(bundled_predictor(), QueueSettings { slots_per_cluster: 0, ..settings }).is_err());
 }
