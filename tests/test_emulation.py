@@ -216,6 +216,31 @@ def test_the_admission_queue_holds_arrivals_within_their_deadline() -> None:
         autoslo.emulate(wl, [8], queue=AdmissionQueue(reserve=0.5))
 
 
+def test_budgets_refuse_a_tenant_past_its_estimated_spend() -> None:
+    from autoslo.tenancy import Budgets, DeadlineAdmission
+
+    wl = autoslo.redbench_workload(days=1, seed=0, queries_per_day=1500, tenants=2, kappa=3)
+    free = autoslo.emulate(wl, [16, 16], routing="round-robin")
+    spend = {r["tenant"]: r["cost"] for r in free.chargeback().to_pylist()}
+    # A twentieth of what tenant-1 was charged without a budget (the estimate counts isolated
+    # runtime only; the chargeback also carries slowdowns, billing minimums and idle time).
+    capped = autoslo.emulate(wl, [16, 16], routing="round-robin", budgets=Budgets({"tenant-1": spend["tenant-1"] / 20}))
+    t = capped.trace
+    refused = t.filter(pc.equal(t["reject_reason"], "budget"))
+    assert refused.num_rows > 0 and set(refused["tenant"].to_pylist()) == {"tenant-1"}, "only the budgeted tenant is refused"
+    # Refusals come once the budget is spent: none early in the day.
+    assert min(refused["arrival"].to_pylist()) > 3600
+    after = {r["tenant"]: r["cost"] for r in capped.chargeback().to_pylist()}
+    assert after["tenant-1"] < spend["tenant-1"]
+    # With the deadline admission too: its reasons stand beside the budget's.
+    both = autoslo.emulate(wl, [16, 16], routing="round-robin", admission=DeadlineAdmission(), budgets=Budgets({"tenant-1": spend["tenant-1"] / 20}))
+    assert {"budget", "infeasible-deadline"} <= set(both.trace["reject_reason"].drop_null().to_pylist())
+    with pytest.raises(autoslo.AutoSloCoreError, match="tenant `nobody`"):
+        autoslo.emulate(wl, [16], budgets=Budgets({"nobody": 1.0}))
+    with pytest.raises(autoslo.AutoSloCoreError, match="budget"):
+        autoslo.emulate(wl, [16], budgets=Budgets({"tenant-1": -1.0}))
+
+
 def test_the_report_counts_failed_and_cancelled_outcomes_apart() -> None:
     """Live runs add two outcomes (docs/live.md): they are violations, and neither late nor
     rejected."""

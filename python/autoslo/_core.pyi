@@ -101,6 +101,7 @@ def emulate(
     ejection: tuple[int, float, float, float, float] | None = None,
     degradations: Sequence[tuple[int, float, float, float]] | None = None,
     queue: tuple[int, int, float, float] | None = None,
+    budgets: tuple[Mapping[str, float], float] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
     ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``, ``schedule`` fixed actions,

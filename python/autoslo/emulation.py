@@ -15,7 +15,7 @@ from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.progress import progress_bar
 from autoslo.placement import Ejection
-from autoslo.tenancy import AdmissionQueue, DeadlineAdmission, Reservation
+from autoslo.tenancy import AdmissionQueue, Budgets, DeadlineAdmission, Reservation
 from autoslo.tuner import ExecutionConfig
 
 
@@ -231,6 +231,7 @@ def emulate(
     ejection: Ejection | None = None,
     degradations: Sequence[tuple[int, float, float, float]] | None = None,
     queue: AdmissionQueue | None = None,
+    budgets: Budgets | None = None,
 ) -> EmulationResult:
     """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
 
@@ -251,12 +252,13 @@ def emulate(
     outcomes of their own. ``ejection`` (an :class:`autoslo.placement.Ejection`) hides a cluster
     whose completions persistently exceed the router's predictions. ``queue`` (an
     :class:`autoslo.tenancy.AdmissionQueue`) holds arrivals at the router boundary while every
-    cluster is full, within a bounded wait. ``degradations`` injects
+    cluster is full, within a bounded wait. ``budgets`` (an :class:`autoslo.tenancy.Budgets`)
+    refuses a tenant's queries once its estimated spend would pass its budget. ``degradations`` injects
     silent slowdowns: ``(cluster, factor, from_s, until_s)``. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
-    predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None or admission is not None or queue is not None, predictor)
+    predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None or admission is not None or queue is not None or budgets is not None, predictor)
     spec = as_spec(autoscaler)
     callback, close = progress_bar(progress, "emulating", "query")
     try:
@@ -286,6 +288,7 @@ def emulate(
             ejection=ejection.as_args() if ejection is not None else None,
             degradations=[(int(c), float(f), float(a), float(b)) for c, f, a, b in degradations] if degradations else None,
             queue=queue.as_args() if queue is not None else None,
+            budgets=budgets.as_args() if budgets is not None else None,
         )
     finally:
         close()

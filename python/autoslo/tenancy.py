@@ -51,6 +51,23 @@ class DeadlineAdmission:
 
 
 @dataclass(frozen=True)
+class Budgets:
+    """Per-tenant spending budgets in dollars per window (``window_s``, a day by default, windows
+    from t = 0), enforced at admission (``tenancy::BudgetAdmission`` in the core) on *estimated*
+    spend: a query's Stage runtime on the largest cluster taking queries × that size × the RPU-hour
+    price. A query that would take its tenant past the budget is refused, reason ``budget``;
+    tenants not named are not limited. What a tenant is finally charged is the chargeback, which
+    shares each cluster's bill by work: compare the two in the report."""
+
+    per_tenant: Mapping[str, float]
+    window_s: float = 86_400.0
+
+    def as_args(self) -> tuple[dict[str, float], float]:
+        """The form ``_core.emulate(budgets=...)`` takes."""
+        return {str(k): float(v) for k, v in self.per_tenant.items()}, float(self.window_s)
+
+
+@dataclass(frozen=True)
 class AdmissionQueue:
     """A queue at the router boundary (``tenancy::AdmissionQueue`` in the core). A cluster is full
     at ``slots_per_cluster`` queries (running and queued inside it); while every cluster is full,

@@ -10,7 +10,7 @@ pub mod queue;
 pub mod reservation;
 pub mod slo_policy;
 
-pub use admission::{Admission, DeadlineAdmission};
+pub use admission::{Admission, BudgetAdmission, DeadlineAdmission};
 pub use queue::{AdmissionQueue, Offer, QueueSettings};
 pub use reservation::{Reservation, ReservedRouter};
 pub use slo_policy::{DeadlineRule, SloPolicy, TemplateRule};

@@ -33,6 +33,8 @@ pub enum RejectReason {
     Capacity,
     /// It waited at the admission queue until its deadline no longer left time to run.
     Expired,
+    /// Its tenant's estimated spend would pass the tenant's budget.
+    Budget,
 }
 
 impl RejectReason {
@@ -41,6 +43,7 @@ impl RejectReason {
             RejectReason::InfeasibleDeadline => "infeasible-deadline",
             RejectReason::Capacity => "capacity",
             RejectReason::Expired => "expired",
+            RejectReason::Budget => "budget",
         }
     }
 }

@@ -184,7 +184,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 
 /// Emulate a workload; returns (trace table, cluster table).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None, ejection=None, degradations=None, queue=None))]
+#[pyo3(signature = (workload, clusters, seed=0, routing="round-robin", kappa=None, timeout_s=Some(3600.0), lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, cold_start_factor=1.5, cold_start_duration_s=300.0, noise=true, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, progress=None, predictor=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, reservation=None, admission=None, ejection=None, degradations=None, queue=None, budgets=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate(
     py: Python<'_>,
@@ -213,6 +213,7 @@ fn emulate(
     ejection: Option<(usize, f64, f64, f64, f64)>,
     degradations: Option<Vec<(u32, f64, f64, f64)>>,
     queue: Option<(usize, usize, f64, f64)>,
+    budgets: Option<(BTreeMap<String, f64>, f64)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
@@ -239,13 +240,22 @@ fn emulate(
         router = Box::new(ejecting);
     }
     let mut scaler = scaling::scaler(autoscaler, schedule, config, spinup_s)?;
-    let mut admission = match admission {
+    let mut admission: Option<Box<dyn tenancy::Admission>> = match admission {
         None => None,
         Some((margin, largest)) => {
             let p = predictor.as_ref().ok_or_else(|| AutoSloCoreError::new_err("admission needs a latency predictor (its Stage estimates)"))?;
-            Some(tenancy::DeadlineAdmission::new(p.get().inner.clone(), margin, largest).map_err(err)?)
+            Some(Box::new(tenancy::DeadlineAdmission::new(p.get().inner.clone(), margin, largest).map_err(err)?))
         }
     };
+    if let Some((per_tenant, window_s)) = budgets {
+        let p = predictor.as_ref().ok_or_else(|| AutoSloCoreError::new_err("budgets need a latency predictor (its Stage estimates)"))?;
+        let mut by_index = std::collections::HashMap::new();
+        for (t, b) in per_tenant {
+            let i = w.tenants().iter().position(|x| *x == t).ok_or_else(|| AutoSloCoreError::new_err(format!("budgets: tenant `{t}` is not in the workload (tenants: {})", w.tenants().join(", "))))?;
+            by_index.insert(i as u32, b);
+        }
+        admission = Some(Box::new(tenancy::BudgetAdmission::new(p.get().inner.clone(), cfg.billing, by_index, window_s, admission).map_err(err)?));
+    }
     let mut queue = match queue {
         None => None,
         Some((slots_per_cluster, max_queued, max_queued_work_s, reserve)) => {
@@ -256,7 +266,10 @@ fn emulate(
     let trace = py
         .detach(|| {
             let mut report = progress_reporter(&progress);
-            let admission = admission.as_mut().map(|a| a as &mut dyn tenancy::Admission);
+            let admission: Option<&mut dyn tenancy::Admission> = match admission.as_mut() {
+                Some(a) => Some(a.as_mut()),
+                None => None,
+            };
             emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, queue.as_mut(), &cfg, &mut report)
         })
         .map_err(err)?;

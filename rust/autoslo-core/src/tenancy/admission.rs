@@ -6,7 +6,12 @@
 //! available, exceeds its SLO (`infeasible-deadline`), and a query no cluster can take
 //! (`capacity`). The estimate is the predictor's, not the warehouse's truth, so a margin guards
 //! against rejecting on a pessimistic estimate; a query with no estimate is admitted.
+//! [`BudgetAdmission`] refuses a tenant's query once its estimated spend would pass its budget
+//! (`budget`).
 
+use std::collections::HashMap;
+
+use crate::billing::BillingPolicy;
 use crate::cluster::ClusterInfo;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
@@ -54,5 +59,64 @@ impl Admission for DeadlineAdmission {
     }
     fn name(&self) -> &str {
         "deadline"
+    }
+}
+
+/// Per-tenant spending budgets, enforced at admission on *estimated* spend: a query's estimate is
+/// its Stage runtime on the largest cluster taking queries × that size × the RPU-hour price (what
+/// it would cost alone). A tenant whose estimated spend in the current budget window (a day by
+/// default, windows aligned to t = 0) plus the query's would pass its budget is refused with
+/// reason `budget`; an admitted query's estimate is charged to its tenant's window. Tenants
+/// without a budget are not limited. The bill a tenant is finally charged is the chargeback
+/// (`Trace::chargeback`), which shares clusters' time by work; the report shows both.
+pub struct BudgetAdmission {
+    predictor: Predictor,
+    billing: BillingPolicy,
+    /// Budget in dollars per window, by tenant index.
+    budgets: HashMap<u32, f64>,
+    window_s: f64,
+    spent: HashMap<(u32, u64), f64>,
+    /// Another admission consulted first (e.g. [`DeadlineAdmission`]); its rejections stand.
+    inner: Option<Box<dyn Admission>>,
+}
+
+impl BudgetAdmission {
+    pub fn new(predictor: Predictor, billing: BillingPolicy, budgets: HashMap<u32, f64>, window_s: f64, inner: Option<Box<dyn Admission>>) -> Result<Self> {
+        if let Some((t, b)) = budgets.iter().find(|(_, b)| !(b.is_finite() && **b >= 0.0)) {
+            return Err(AutoSloError::out_of_range(format!("budget of tenant {t}"), "≥ 0 dollars", b));
+        }
+        if !(window_s.is_finite() && window_s > 0.0) {
+            return Err(AutoSloError::out_of_range("budget window", "> 0 s", window_s));
+        }
+        Ok(Self { predictor, billing, budgets, window_s, spent: HashMap::new(), inner })
+    }
+
+    /// Estimated dollars spent by tenant `t` in the window that holds `now`.
+    pub fn spent(&self, tenant: u32, now: f64) -> f64 {
+        self.spent.get(&(tenant, (now / self.window_s).floor() as u64)).copied().unwrap_or(0.0)
+    }
+}
+
+impl Admission for BudgetAdmission {
+    fn decide(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Option<RejectReason> {
+        if let Some(r) = self.inner.as_mut().and_then(|a| a.decide(now, query, clusters)) {
+            return Some(r);
+        }
+        let Some(&budget) = self.budgets.get(&query.tenant) else { return None };
+        let Some(size) = clusters.iter().filter(|c| c.accepts_queries()).map(|c| c.size).max() else {
+            return Some(RejectReason::Capacity);
+        };
+        let est = self.predictor.stage.estimate(query.text, size).unwrap_or(0.0);
+        let cost = self.billing.cost(size, est);
+        let key = (query.tenant, (now / self.window_s).floor() as u64);
+        let spent = self.spent.entry(key).or_insert(0.0);
+        if *spent + cost > budget {
+            return Some(RejectReason::Budget);
+        }
+        *spent += cost;
+        None
+    }
+    fn name(&self) -> &str {
+        "budget"
     }
 }
