@@ -240,3 +240,23 @@ fn the_admission_queue_bounds_each_cluster_and_turns_a_spent_deadline_into_an_ou
     assert!(AdmissionQueue::new(bundled_predictor(), QueueSettings { reserve: 0.5, ..settings }).is_err());
     assert!(AdmissionQueue::new(bundled_predictor(), QueueSettings { slots_per_cluster: 0, ..settings }).is_err());
 }
+
+#[test]
+fn a_zero_budget_refuses_every_query_of_its_tenant_and_no_other() {
+    use crate::tenancy::BudgetAdmission;
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.3, 5, &slo).unwrap();
+    // BaseWorkload has one tenant (index 0): a zero budget for it, and a generous one for a
+    // tenant that sends nothing.
+    let budgets = std::collections::HashMap::from([(0u32, 0.0), (7u32, 1e9)]);
+    let mut adm = BudgetAdmission::new(bundled_predictor(), crate::billing::BillingPolicy::default(), budgets, 86_400.0, None).unwrap();
+    let t = emulate_admitted(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, Some(&mut adm), None, &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    assert!(t.rows.iter().all(|r| r.outcome == Outcome::Rejected(RejectReason::Budget)));
+    assert_eq!(adm.spent(0, 0.0), 0.0);
+    let generous = std::collections::HashMap::from([(0u32, 1e9)]);
+    let mut adm = BudgetAdmission::new(bundled_predictor(), crate::billing::BillingPolicy::default(), generous, 86_400.0, None).unwrap();
+    let t = emulate_admitted(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, Some(&mut adm), None, &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    assert!(t.rows.iter().all(|r| !r.rejected()));
+    assert!(adm.spent(0, 0.0) > 0.0, "admitted queries are charged their estimates");
+    assert!(BudgetAdmission::new(bundled_predictor(), crate::billing::BillingPolicy::default(), std::collections::HashMap::from([(0u32, -1.0)]), 86_400.0, None).is_err());
+}
