@@ -34,6 +34,22 @@ fn settings(prefix: &str) -> LiveSettings {
     LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 1.5, delete_timeout_s: 30.0, timeout_s: Some(30.0), ..Default::default() }
 }
 
+/// On another thread: once `n` workgroups are AVAILABLE (the run's initial clusters), wait
+/// `after_ms` more and kill the server behind `workgroup`.
+fn kill_later(ep: &Arc<LocalEndpoint>, n: usize, after_ms: u64, workgroup: &'static str) -> std::thread::JoinHandle<()> {
+    let ep = Arc::clone(ep);
+    std::thread::spawn(move || {
+        for _ in 0..4000 {
+            if ep.workgroups().iter().filter(|w| w.1 == "AVAILABLE").count() == n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(after_ms));
+        ep.kill_server(workgroup).unwrap();
+    })
+}
+
 fn one_row_each(run: &LiveRun, n: usize) {
     assert_eq!(run.trace.rows.len(), n);
     for (i, r) in run.trace.rows.iter().enumerate() {
@@ -69,20 +85,8 @@ fn a_server_killed_mid_query_is_retried_once_on_another_cluster() {
     let ep = Arc::new(LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap());
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 3, 3, 100).unwrap());
     let w = workload(60, 0.05);
-    let killer = {
-        let ep = Arc::clone(&ep);
-        std::thread::spawn(move || {
-            // The run creates its three workgroups first (a second or so), then replays 3 s.
-            for _ in 0..400 {
-                if ep.workgroups().iter().filter(|w| w.1 == "AVAILABLE").count() == 3 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            std::thread::sleep(Duration::from_millis(1200));
-            ep.kill_server("kill-0").unwrap();
-        })
-    };
+    // The run creates its three workgroups first (a second or so), then replays 3 s.
+    let killer = kill_later(&ep, 3, 1200, "kill-0");
     let run = run_live(manager(&ep), &w, &sql(0.4), Box::new(RoundRobin::default()), scaler, &[8, 8, 8], settings("kill"), Arc::new(BatchControl::new())).unwrap();
     killer.join().unwrap();
     one_row_each(&run, 60);
@@ -166,19 +170,7 @@ fn a_slow_cluster_slows_its_own_queries_and_loses_none() {
 #[test]
 fn after_a_cluster_is_lost_the_autoscaler_replaces_it() {
     let ep = Arc::new(LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap());
-    let killer = {
-        let ep = Arc::clone(&ep);
-        std::thread::spawn(move || {
-            for _ in 0..4000 {
-                if ep.workgroups().iter().filter(|w| w.1 == "AVAILABLE").count() == 2 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            std::thread::sleep(Duration::from_millis(1000));
-            ep.kill_server("rec-0").unwrap();
-        })
-    };
+    let killer = kill_later(&ep, 2, 1000, "rec-0");
     // Snowflake standard, at most two clusters: nothing starts while both are up; once one is
     // lost, the load on the other (more than 2 running) starts a replacement.
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 2).unwrap());
