@@ -8,11 +8,13 @@
 pub mod admission;
 pub mod queue;
 pub mod reservation;
+pub mod sharing;
 pub mod slo_policy;
 
 pub use admission::{Admission, BudgetAdmission, DeadlineAdmission};
 pub use queue::{AdmissionQueue, Offer, QueueSettings};
 pub use reservation::{Reservation, ReservedRouter};
+pub use sharing::{Share, Sharing, SharingPolicy};
 pub use slo_policy::{DeadlineRule, SloPolicy, TemplateRule};
 
 use serde::Serialize;

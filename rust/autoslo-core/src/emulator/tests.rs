@@ -1,7 +1,7 @@
 use super::*;
 use crate::control::{RoundRobin, ScheduledAction, ScheduledScaler, StaticScaler};
 use crate::slo::SloTable;
-use crate::workload::{base_workload, redbench_workload, RedbenchConfig};
+use crate::workload::{base_workload, redbench_workload, Query, RedbenchConfig, Workload};
 use proptest::prelude::*;
 
 fn run(w: &Workload, clusters: &[u32], cfg: &EmulatorConfig) -> Trace {
@@ -239,6 +239,33 @@ fn the_admission_queue_bounds_each_cluster_and_turns_a_spent_deadline_into_an_ou
     assert!(t2.rows.iter().filter(|r| r.outcome == Outcome::Rejected(RejectReason::Capacity)).count() > count(RejectReason::Capacity));
     assert!(AdmissionQueue::new(bundled_predictor(), QueueSettings { reserve: 0.5, ..settings }).is_err());
     assert!(AdmissionQueue::new(bundled_predictor(), QueueSettings { slots_per_cluster: 0, ..settings }).is_err());
+}
+
+#[test]
+fn a_reservation_in_the_shared_queue_serves_its_tenant_first_and_nothing_is_lost() {
+    use crate::tenancy::{AdmissionQueue, QueueSettings, Share, SharingPolicy};
+    // The overload above, its queries alternating between two tenants.
+    let slo = SloTable::paper(2.0).unwrap();
+    let base = base_workload(0.5, 4, &slo).unwrap();
+    let queries = base.queries().iter().enumerate().map(|(i, q)| Query { tenant: (i % 2) as u32, ..q.clone() }).collect();
+    let w = Workload::new(queries, vec!["batch".into(), "premium".into()], base.classes().to_vec()).unwrap();
+    let settings = QueueSettings { slots_per_cluster: 4, max_queued: 40, max_queued_work_s: 1e9, reserve: 1.0 };
+    let run = |sharing: Option<SharingPolicy>| {
+        let mut queue = AdmissionQueue::new(bundled_predictor(), settings).unwrap();
+        if let Some(p) = sharing {
+            queue = queue.with_sharing(p).unwrap();
+        }
+        let t = emulate_admitted(&w, &[8], &mut RoundRobin::default(), &mut StaticScaler, None, Some(&mut queue), &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+        assert!(t.rows.iter().enumerate().all(|(i, r)| r.query == i), "every query exactly once");
+        let expired = |tenant: u32| t.rows.iter().zip(w.queries()).filter(|(r, q)| q.tenant == tenant && r.outcome == Outcome::Rejected(RejectReason::Expired)).count();
+        (expired(0), expired(1))
+    };
+    let fifo = run(None);
+    // Premium reserves far more than the cluster delivers: whenever it waits, it goes first.
+    let premium = SharingPolicy { shares: std::collections::HashMap::from([(1, Share { reservation: 100.0, weight: 1.0 })]), ..Default::default() };
+    let shared = run(Some(premium));
+    assert!(fifo.1 > 0 && shared.1 < fifo.1, "premium expirations: FIFO {fifo:?}, shared {shared:?}");
+    assert!(shared.0 > fifo.0, "the batch tenant waits instead: FIFO {fifo:?}, shared {shared:?}");
 }
 
 #[test]

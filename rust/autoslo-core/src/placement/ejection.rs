@@ -41,13 +41,26 @@ impl Default for EjectionPolicy {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Health {
-    /// Running mean of ln(observed / predicted).
+    /// Exponentially weighted sum of ln(observed / predicted), started at 0 (see [`Health::mean`]).
     ratio: f64,
     samples: usize,
     ejected_until: Option<f64>,
-    /// Consecutive ejections (reset after a healthy stretch as long as the last ejection).
+    /// Consecutive ejections (reset after a healthy stretch as long as the last ejection, with
+    /// `min_samples` observations since re-entry and no outlier).
     streak: u32,
     healthy_since: f64,
+}
+
+impl Health {
+    /// The running mean of ln(observed / predicted), corrected for its start at 0 (divided by
+    /// 1 − (1 − α)^n): without the correction a destination 3× slow looks healthy for its first
+    /// few dozen samples after every (re-)entry, and is cleared on no evidence.
+    fn mean(&self, alpha: f64) -> f64 {
+        if self.samples == 0 {
+            return 0.0;
+        }
+        self.ratio / (1.0 - (1.0 - alpha).powi(self.samples.min(i32::MAX as usize) as i32))
+    }
 }
 
 /// Per-destination outlier detection with bounded, staged ejection.
@@ -91,6 +104,13 @@ impl OutlierEjector {
         }
     }
 
+    /// Whether destination `d` is ejected or on probation: back in service after an ejection but
+    /// not yet cleared (its streak resets only after a healthy stretch as long as its last
+    /// ejection). Capacity covering for it is needed until then.
+    pub fn unhealthy(&self, d: usize) -> bool {
+        self.health.get(d).is_some_and(|h| h.ejected_until.is_some() || h.streak > 0)
+    }
+
     fn ejected_now(&self, now: f64) -> usize {
         self.health.iter().filter(|h| h.ejected_until.is_some_and(|t| now < t)).count()
     }
@@ -106,10 +126,11 @@ impl OutlierEjector {
         let allowed = ((p.max_ejected_fraction * n as f64).floor() as usize).max(usize::from(p.max_ejected_fraction > 0.0)).min(n.saturating_sub(1));
         let ejected = self.ejected_now(now);
         // The cohort: the median running ratio of the other destinations in service with enough
-        // samples (1 without any), so a bias every destination shares is no evidence.
-        let mut others: Vec<f64> = self.health.iter().enumerate().filter(|(i, o)| *i != d && o.ejected_until.is_none() && o.samples >= p.min_samples).map(|(_, o)| o.ratio).collect();
+        // samples, so a bias every destination shares is no evidence.
+        let mut others: Vec<f64> = self.health.iter().enumerate().filter(|(i, o)| *i != d && o.ejected_until.is_none() && o.samples >= p.min_samples).map(|(_, o)| o.mean(p.alpha)).collect();
         others.sort_by(f64::total_cmp);
-        let cohort = if others.is_empty() { 0.0 } else { others[others.len() / 2] };
+        // No cohort with evidence yet: nothing to compare with, so no ejection.
+        let cohort = others.get(others.len() / 2).copied().unwrap_or(f64::INFINITY);
         let h = &mut self.health[d];
         if h.ejected_until.is_some() {
             return; // work placed before the ejection, still finishing
@@ -118,8 +139,10 @@ impl OutlierEjector {
         // query cannot dominate the mean.
         h.ratio += p.alpha * ((observed_s.max(1e-9) / predicted_s).ln() - h.ratio);
         h.samples += 1;
-        let outlier = h.ratio > p.ratio.ln() + cohort;
-        if h.streak > 0 && now - h.healthy_since >= p.base_ejection_s * f64::from(1u32 << (h.streak - 1).min(20)) && !outlier {
+        let outlier = h.mean(p.alpha) > p.ratio.ln() + cohort;
+        // Cleared only on fresh evidence: a healthy stretch as long as the last ejection, and
+        // `min_samples` observations since re-entry that are not an outlier's.
+        if h.streak > 0 && h.samples >= p.min_samples && now - h.healthy_since >= p.base_ejection_s * f64::from(1u32 << (h.streak - 1).min(20)) && !outlier {
             h.streak = 0;
         }
         if h.samples >= p.min_samples && outlier && ejected < allowed {
@@ -143,6 +166,9 @@ pub struct EjectingRouter {
     view: Vec<ClusterInfo>,
     name: String,
     log: Arc<Mutex<Vec<(f64, usize, f64)>>>,
+    /// Per cluster: ejected or on probation ([`OutlierEjector::unhealthy`]), for a scaler that
+    /// covers the lost capacity ([`EjectionCover`](super::EjectionCover)).
+    unhealthy: Arc<Mutex<Vec<bool>>>,
     /// Query id → prediction (s) when it was routed.
     routed: HashMap<u64, f64>,
 }
@@ -153,7 +179,7 @@ impl EjectingRouter {
             return Err(AutoSloError::InvalidConfig(format!("outlier ejection compares latencies with the router's predictions: it needs the `autoslo` router, not `{}`", inner.name())));
         }
         let name = format!("{}+ejection", inner.name());
-        Ok(Self { inner, ejector: OutlierEjector::new(0, policy)?, view: Vec::new(), name, log: Arc::default(), routed: HashMap::new() })
+        Ok(Self { inner, ejector: OutlierEjector::new(0, policy)?, view: Vec::new(), name, log: Arc::default(), unhealthy: Arc::default(), routed: HashMap::new() })
     }
 
     /// (time, cluster, seconds) of every ejection so far.
@@ -164,6 +190,11 @@ impl EjectingRouter {
     /// A handle on the ejections that outlives the router (it is boxed into an engine's run).
     pub fn ejection_log(&self) -> Arc<Mutex<Vec<(f64, usize, f64)>>> {
         self.log.clone()
+    }
+
+    /// A handle on which clusters are ejected or on probation, updated at every completion.
+    pub fn unhealthy_handle(&self) -> Arc<Mutex<Vec<bool>>> {
+        self.unhealthy.clone()
     }
 }
 
@@ -184,6 +215,11 @@ impl Router for EjectingRouter {
                 self.ejector.record(cluster as usize, p, latency, now);
                 if self.ejector.ejections.len() > before {
                     self.log.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&self.ejector.ejections[before..]);
+                }
+                let mut u = self.unhealthy.lock().unwrap_or_else(|e| e.into_inner());
+                u.resize(self.ejector.health.len(), false);
+                for (d, flag) in u.iter_mut().enumerate() {
+                    *flag = self.ejector.unhealthy(d);
                 }
             }
         }

@@ -9,14 +9,17 @@
 //!   prediction, with a minimum sample count, a bounded ejected fraction and staged re-entry;
 //! - [`consistent`]: consistent placement with bounded load, for affinity (tenant → preferred
 //!   cluster) with little remapping when membership changes;
+//! - [`cover`]: a scaler that replaces an ejected cluster's capacity until it is cleared;
 //! - [`mercury`]: the chapter's Mercury fixture, and a worker that turns 3× slower.
 
 pub mod consistent;
+pub mod cover;
 pub mod ejection;
 pub mod mercury;
 pub mod work_aware;
 
 pub use consistent::{modulo_remap_fraction, ConsistentRing};
+pub use cover::EjectionCover;
 pub use ejection::{EjectingRouter, EjectionPolicy, OutlierEjector};
 pub use mercury::{mercury, MercuryReport};
 pub use work_aware::{Destination, Placement, WorkAwarePlacer};

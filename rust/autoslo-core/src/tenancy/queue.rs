@@ -12,12 +12,16 @@
 //! - **Outcomes:** refused at arrival when the queue is at a bound (`capacity`) or when its
 //!   latest start has already passed (`infeasible-deadline`); refused while waiting when its
 //!   latest start passes (`expired`), revalidated again when a slot frees, before dispatch.
+//! - **Shared** (optional, [`AdmissionQueue::with_sharing`]): when a slot frees it goes to the
+//!   waiting query [`Sharing`] picks (reservations, then weights, with aging) instead of the
+//!   oldest.
 
 use std::collections::VecDeque;
 
 use crate::cluster::ClusterInfo;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
+use crate::tenancy::sharing::{Sharing, SharingPolicy, Tags};
 use crate::trace::RejectReason;
 use crate::workload::Query;
 
@@ -54,6 +58,8 @@ struct Waiting {
     query: usize,
     latest_start: f64,
     estimate: f64,
+    /// Its tags when the queue is shared.
+    tags: Option<Tags>,
 }
 
 /// What the queue decided for an arrival.
@@ -73,6 +79,7 @@ pub struct AdmissionQueue {
     predictor: Predictor,
     waiting: VecDeque<Waiting>,
     work: f64,
+    sharing: Option<Sharing>,
     /// Queries that waited and were dispatched.
     pub dispatched: usize,
 }
@@ -84,7 +91,13 @@ fn has_room(clusters: &[ClusterInfo], slots: usize) -> bool {
 impl AdmissionQueue {
     pub fn new(predictor: Predictor, settings: QueueSettings) -> Result<Self> {
         settings.validate()?;
-        Ok(Self { settings, predictor, waiting: VecDeque::new(), work: 0.0, dispatched: 0 })
+        Ok(Self { settings, predictor, waiting: VecDeque::new(), work: 0.0, sharing: None, dispatched: 0 })
+    }
+
+    /// The same queue, dispatching by `policy` (see [`Sharing`]) instead of first in, first out.
+    pub fn with_sharing(mut self, policy: SharingPolicy) -> Result<Self> {
+        self.sharing = Some(Sharing::new(policy)?);
+        Ok(self)
     }
 
     fn estimate(&self, q: &Query, clusters: &[ClusterInfo]) -> f64 {
@@ -105,7 +118,8 @@ impl AdmissionQueue {
         if self.waiting.len() >= self.settings.max_queued || self.work + estimate > self.settings.max_queued_work_s {
             return Offer::Reject(RejectReason::Capacity);
         }
-        self.waiting.push_back(Waiting { query: index, latest_start, estimate });
+        let tags = self.sharing.as_mut().map(|s| s.tag(now, q.tenant, estimate));
+        self.waiting.push_back(Waiting { query: index, latest_start, estimate, tags });
         self.work += estimate;
         Offer::Held
     }
@@ -143,7 +157,18 @@ impl AdmissionQueue {
         }
         if !self.waiting.is_empty() && has_room(clusters, self.settings.slots_per_cluster) {
             self.dispatched += 1;
-            return self.remove(0).map(|w| (w.query, None));
+            let next = match self.sharing.as_mut() {
+                Some(s) => {
+                    let mut tags: Vec<Tags> = self.waiting.iter().filter_map(|w| w.tags).collect();
+                    let i = s.pick(now, &mut tags).unwrap_or(0);
+                    for (w, t) in self.waiting.iter_mut().zip(tags) {
+                        w.tags = Some(t);
+                    }
+                    i
+                }
+                None => 0,
+            };
+            return self.remove(next).map(|w| (w.query, None));
         }
         None
     }
