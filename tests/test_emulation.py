@@ -216,6 +216,27 @@ def test_the_admission_queue_holds_arrivals_within_their_deadline() -> None:
         autoslo.emulate(wl, [8], queue=AdmissionQueue(reserve=0.5))
 
 
+def test_a_reserved_share_of_the_queue_lets_its_tenant_wait_less() -> None:
+    from autoslo.tenancy import AdmissionQueue, Share
+
+    # An overloaded day: tenant-2 reserves more than the cluster delivers, so it goes first whenever it waits.
+    wl = autoslo.redbench_workload(days=1, seed=0, queries_per_day=4000, tenants=2, kappa=3)
+    fifo = autoslo.emulate(wl, [8], routing="round-robin", queue=AdmissionQueue(slots_per_cluster=3))
+    shared = autoslo.emulate(wl, [8], routing="round-robin", queue=AdmissionQueue(slots_per_cluster=3, shares={"tenant-2": Share(reservation=100.0)}))
+
+    def expired(r: autoslo.EmulationResult, tenant: str) -> int:
+        t = r.trace
+        return t.filter(pc.and_(pc.equal(t["tenant"], tenant), pc.equal(t["reject_reason"], "expired"))).num_rows
+
+    assert shared.trace["query_id"].to_pylist() == wl["query_id"].to_pylist(), "one row per query"
+    assert expired(shared, "tenant-2") < expired(fifo, "tenant-2")
+    assert expired(shared, "tenant-1") > expired(fifo, "tenant-1"), "the other tenant waits instead"
+    with pytest.raises(autoslo.AutoSloCoreError, match="tenant `nobody`"):
+        autoslo.emulate(wl, [8], queue=AdmissionQueue(shares={"nobody": Share(1.0)}))
+    with pytest.raises(autoslo.AutoSloCoreError, match="weight"):
+        autoslo.emulate(wl, [8], queue=AdmissionQueue(shares={"tenant-2": Share(weight=0.0)}))
+
+
 def test_budgets_refuse_a_tenant_past_its_estimated_spend() -> None:
     from autoslo.tenancy import Budgets, DeadlineAdmission
 

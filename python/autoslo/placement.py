@@ -15,7 +15,13 @@ class Ejection:
     twice as long if it is ejected again on return; at most ``max_ejected_fraction`` of the
     clusters (but always one while another remains) are ejected at once. An ejected cluster stays
     up and billed and finishes what it runs. Ejections and re-entries appear in
-    ``result.events``."""
+    ``result.events``.
+
+    With ``cover``, the lost capacity is replaced: while a cluster is ejected, or back in service
+    but not yet cleared (in service for as long as its last ejection with no new evidence), a
+    cover cluster of its size is spun up beside whatever autoscaler runs (reason
+    ``ejection-cover``); once it is cleared the cover drains and is torn down
+    (``ejection-cleared``)."""
 
     min_samples: int = 20
     ratio: float = 1.5
@@ -23,8 +29,10 @@ class Ejection:
     alpha: float = 0.02
     max_ejected_fraction: float = 0.2
     base_ejection_s: float = 600.0
+    #: Replace an ejected cluster's capacity until it is cleared.
+    cover: bool = False
 
-    def as_args(self) -> tuple[int, float, float, float, float]:
+    def as_args(self) -> tuple[int, float, float, float, float, bool]:
         """The form ``_core.emulate(ejection=...)`` takes."""
-        return int(self.min_samples), float(self.ratio), float(self.alpha), float(self.max_ejected_fraction), float(self.base_ejection_s)
+        return int(self.min_samples), float(self.ratio), float(self.alpha), float(self.max_ejected_fraction), float(self.base_ejection_s), bool(self.cover)
 

@@ -68,25 +68,53 @@ class Budgets:
 
 
 @dataclass(frozen=True)
+class Share:
+    """A tenant's share of the admission queue when capacity is contested: a ``reservation`` in
+    seconds of estimated work per second (Stage estimates; a cluster's slots deliver about one
+    work-second per second each), delivered first, and a ``weight`` dividing what the
+    reservations leave."""
+
+    reservation: float = 0.0
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
 class AdmissionQueue:
     """A queue at the router boundary (``tenancy::AdmissionQueue`` in the core). A cluster is full
     at ``slots_per_cluster`` queries (running and queued inside it); while every cluster is full,
-    or others already wait, an arrival waits here, first in first out, and is routed, among the
-    clusters with room, when a slot frees. A query may wait only until its latest start,
+    or others already wait, an arrival waits here and is routed, among the clusters with room,
+    when a slot frees. A query may wait only until its latest start,
     ``arrival + SLO − Stage estimate × reserve``; it is refused at arrival if that has passed
     (``infeasible-deadline``) or the queue is at a bound (``max_queued`` queries, or
     ``max_queued_work_s`` seconds of estimated work: ``capacity``), and while waiting when it
-    passes (``expired``): a typed outcome, not a late run."""
+    passes (``expired``): a typed outcome, not a late run.
+
+    Without ``shares`` a freed slot goes to the oldest waiting query. With ``shares`` (tenant →
+    :class:`Share`, others get ``default_share``) it goes by mClock's dual tags
+    (``tenancy::sharing``): reservations first, then weights; with ``excess_only`` (the default,
+    a change to mClock) weights divide only what the reservations leave, without it mClock's
+    literal rule gives a tenant about the larger of its reservation and its weighted share. A
+    query that has waited ``max_wait_s`` goes first whatever its tags, so no tenant starves."""
 
     slots_per_cluster: int = 8
     max_queued: int = 1000
     max_queued_work_s: float = float("inf")
     reserve: float = 1.0
+    shares: Mapping[str, Share] | None = None
+    default_share: Share = Share()
+    max_wait_s: float = float("inf")
+    excess_only: bool = True
 
-    def as_args(self) -> tuple[int, int, float, float]:
+    def as_args(self) -> tuple[int, int, float, float, tuple[list[tuple[str, float, float]], tuple[float, float], float, bool] | None]:
         """The form ``_core.emulate(queue=...)`` takes."""
         work = float(self.max_queued_work_s)
-        return int(self.slots_per_cluster), int(self.max_queued), (work if work != float("inf") else 1e300), float(self.reserve)
+        sharing = None
+        if self.shares is not None:
+            shares = [(str(t), float(s.reservation), float(s.weight)) for t, s in self.shares.items()]
+            wait = float(self.max_wait_s)
+            d = self.default_share
+            sharing = (shares, (float(d.reservation), float(d.weight)), (wait if wait != float("inf") else 1e300), bool(self.excess_only))
+        return int(self.slots_per_cluster), int(self.max_queued), (work if work != float("inf") else 1e300), float(self.reserve), sharing
 
 
 def apply_slo_policy(workload: pa.Table, policy: Mapping[str, Any]) -> pa.Table:

@@ -210,9 +210,9 @@ fn emulate(
     config: Option<&str>,
     reservation: Option<(Vec<String>, Option<Vec<String>>, Vec<u32>, bool)>,
     admission: Option<(f64, Option<u32>)>,
-    ejection: Option<(usize, f64, f64, f64, f64)>,
+    ejection: Option<(usize, f64, f64, f64, f64, bool)>,
     degradations: Option<Vec<(u32, f64, f64, f64)>>,
-    queue: Option<(usize, usize, f64, f64)>,
+    queue: Option<(usize, usize, f64, f64, Option<QueueSharing>)>,
     budgets: Option<(BTreeMap<String, f64>, f64)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
@@ -233,13 +233,18 @@ fn emulate(
         router = Box::new(tenancy::ReservedRouter::new(router, reservation_of(&w, &tenants, classes.as_deref(), &reserved, clusters.len(), borrow_idle)?));
     }
     let mut ejection_log = None;
-    if let Some((min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s)) = ejection {
+    let mut cover = None;
+    if let Some((min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s, with_cover)) = ejection {
         let policy = placement::EjectionPolicy { min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s };
         let ejecting = placement::EjectingRouter::new(router, policy).map_err(err)?;
         ejection_log = Some(ejecting.ejection_log());
+        cover = with_cover.then(|| ejecting.unhealthy_handle());
         router = Box::new(ejecting);
     }
     let mut scaler = scaling::scaler(autoscaler, schedule, config, spinup_s)?;
+    if let Some(flags) = cover {
+        scaler = Box::new(placement::EjectionCover::new(scaler, flags));
+    }
     let mut admission: Option<Box<dyn tenancy::Admission>> = match admission {
         None => None,
         Some((margin, largest)) => {
@@ -258,9 +263,13 @@ fn emulate(
     }
     let mut queue = match queue {
         None => None,
-        Some((slots_per_cluster, max_queued, max_queued_work_s, reserve)) => {
+        Some((slots_per_cluster, max_queued, max_queued_work_s, reserve, sharing)) => {
             let p = predictor.as_ref().ok_or_else(|| AutoSloCoreError::new_err("the admission queue needs a latency predictor (its Stage estimates)"))?;
-            Some(tenancy::AdmissionQueue::new(p.get().inner.clone(), tenancy::QueueSettings { slots_per_cluster, max_queued, max_queued_work_s, reserve }).map_err(err)?)
+            let q = tenancy::AdmissionQueue::new(p.get().inner.clone(), tenancy::QueueSettings { slots_per_cluster, max_queued, max_queued_work_s, reserve }).map_err(err)?;
+            Some(match sharing {
+                None => q,
+                Some(sharing) => q.with_sharing(sharing_policy(&w, sharing)?).map_err(err)?,
+            })
         }
     };
     let trace = py
@@ -283,6 +292,20 @@ fn emulate(
         }
     }
     convert::trace_out(py, &w, &trace)
+}
+
+/// The admission queue's sharing as Python passes it: shares `(tenant, reservation, weight)`,
+/// the default `(reservation, weight)`, the aging bound (s) and whether weights divide only the
+/// excess.
+type QueueSharing = (Vec<(String, f64, f64)>, (f64, f64), f64, bool);
+
+fn sharing_policy(w: &Workload, (shares, (reservation, weight), max_wait_s, excess_only): QueueSharing) -> PyResult<tenancy::SharingPolicy> {
+    let mut by_index = std::collections::HashMap::new();
+    for (t, reservation, weight) in shares {
+        let i = w.tenants().iter().position(|x| *x == t).ok_or_else(|| AutoSloCoreError::new_err(format!("queue shares: tenant `{t}` is not in the workload (tenants: {})", w.tenants().join(", "))))?;
+        by_index.insert(i as u32, tenancy::Share { reservation, weight });
+    }
+    Ok(tenancy::SharingPolicy { shares: by_index, default: tenancy::Share { reservation, weight }, max_wait_s, excess_only })
 }
 
 /// `w` with the SLO policy of execution configuration `config` (JSON), if it has one.
