@@ -314,3 +314,15 @@ def test_slo_policy_tiers_and_cost_centers_ride_through_a_run() -> None:
         ExecutionConfig({"initial_clusters": [16], "slo_policy": {"deadlines": [{"tier": "*", "class": "adhoc", "deadline_s": 1}] * 2}})
     with pytest.raises(autoslo.AutoSloCoreError, match="unknown field `deadline`"):
         apply_slo_policy(wl, {"deadlines": [{"tier": "*", "class": "adhoc", "deadline": 1}]})
+
+
+def test_the_report_flags_a_premium_tenant_the_fleet_rate_hides() -> None:
+    from autoslo.reproduce_tenancy import premium_tenant
+
+    r = premium_tenant()
+    runs = {x["run"]: x for x in r["runs"]}
+    as_is = runs["as is (2 x 16 RPU)"]
+    assert as_is["fleet_meets"] and not as_is["premium_meets"] and as_is["flagged"] == ["tenant-3"]
+    reserved = runs["+ 8 RPU reserved for premium"]
+    assert reserved["premium_meets"] and reserved["others_meet"] and not reserved["flagged"]
+    assert all(x["per_tenant"].keys() == as_is["per_tenant"].keys() for x in r["runs"])

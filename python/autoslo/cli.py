@@ -19,6 +19,7 @@ from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
 from autoslo.reproduce_placement import emulated_slowdown
+from autoslo.reproduce_tenancy import premium_tenant
 from autoslo.tenancy import DeadlineAdmission
 from autoslo.live_cli import register as register_live
 from autoslo.tuner_cli import register as register_tuner
@@ -335,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--emulator-seed", dest="emulator_seed", type=int, default=3, help="Redbench seed of the emulated slowdown (default 3; 2 was used to choose the ejection settings)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_placement)
+    r = rs.add_parser("premium", help="on the emulator: the fleet meets its objective while a premium tenant misses it; tenant-aware policies beside a tenant-blind one")
+    r.add_argument("--seed", type=int, default=2, help="Redbench seed (default 2)")
+    r.add_argument("--premium", default="tenant-3", help="the premium tenant (default tenant-3)")
+    r.add_argument("--tau", type=float, default=0.10, help="every population's violation-rate objective (default 0.10)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_reproduce_premium)
     r = rs.add_parser("all", help="Tables 2, 3 and 4, and the canopy and Mercury fixtures, at once: JSON, a figure per table (PNG) and a summary page")
     r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
@@ -379,6 +386,18 @@ def cmd_reproduce_placement(args: argparse.Namespace) -> int:
     e = r["emulator"]
     print(f"\non the emulator (Redbench seed {e['seed']}): cluster 1 of 3 x 16 RPU {e['factor']:.0f}x slower from {e['window_s'][0] / 3600:.0f} h to {e['window_s'][1] / 3600:.0f} h, AutoSLO router:")
     rows = [{"run": x["run"], "VR": x["violation_rate"], "VR in the slow window": x["window_violation_rate"], "slow cluster's share": x["slow_cluster_share"], "cost": x["cost"], "ejections": " ".join(f"{ev}@{t / 3600:.2f}h" for t, _, ev in x["ejections"]) or "-"} for x in e["runs"]]
+    print(fmt_table(rows, list(rows[0])))
+    return 0
+
+
+def cmd_reproduce_premium(args: argparse.Namespace) -> int:
+    r = premium_tenant(seed=args.seed, premium=args.premium, tau=args.tau)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    print(f"Redbench seed {r['seed']}, 6,000 queries, 4 tenants, AutoSLO router; objective: violation rate <= {r['tau']:.0%} for the fleet and each tenant; premium: {r['premium']}\n")
+    tenants = sorted(r["runs"][0]["per_tenant"])
+    rows = [{"run": x["run"], "fleet VR": x["violation_rate"], **{t: x["per_tenant"][t] for t in tenants}, "cost": x["cost"], "flagged": " ".join(x["flagged"]) or "-"} for x in r["runs"]]
     print(fmt_table(rows, list(rows[0])))
     return 0
 
