@@ -12,7 +12,7 @@ pub mod sharing;
 pub mod slo_policy;
 
 pub use admission::{Admission, BudgetAdmission, DeadlineAdmission};
-pub use queue::{AdmissionQueue, Offer, QueueSettings};
+pub use queue::{AdmissionQueue, Deferral, Offer, QueueSettings, Release};
 pub use reservation::{Reservation, ReservedRouter};
 pub use sharing::{Share, Sharing, SharingPolicy};
 pub use slo_policy::{DeadlineRule, SloPolicy, TemplateRule};

@@ -27,7 +27,7 @@ use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::rng::{derive_seed, Rng};
-use crate::tenancy::{Admission, AdmissionQueue, Offer};
+use crate::tenancy::{Admission, AdmissionQueue, Offer, Release};
 use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, RejectReason, Trace, TraceRow};
 use crate::workload::Workload;
 
@@ -63,7 +63,8 @@ pub struct EmulatorConfig {
     pub billing: BillingPolicy,
     pub lifecycle: Lifecycle,
     pub cold_start: ColdStart,
-    /// Per-query timeout (s) from arrival; `None` = no timeout.
+    /// Per-query timeout (s) from submission to a cluster (its arrival, unless it waited at the
+    /// router boundary); `None` = no timeout.
     pub timeout_s: Option<f64>,
     /// Run-to-run noise on isolated work (off: every run takes the catalog mean).
     pub noise: bool,
@@ -163,7 +164,7 @@ impl Sim {
     }
 
     /// Time of the next thing that happens inside this cluster (completion, timeout, lifecycle).
-    fn next_event(&self, arrival: &[f64], timeout: Option<f64>) -> f64 {
+    fn next_event(&self, submitted: &[f64], timeout: Option<f64>) -> f64 {
         let mut t = f64::INFINITY;
         match self.info.state {
             ClusterState::Starting => t = t.min(self.info.ready_at),
@@ -184,10 +185,10 @@ impl Sim {
         }
         if let Some(to) = timeout {
             if let Some(&(q, _, _)) = self.queue.front() {
-                t = t.min(arrival[q] + to);
+                t = t.min(submitted[q] + to);
             }
             for &(q, _, _) in &self.running {
-                t = t.min(arrival[q] + to);
+                t = t.min(submitted[q] + to);
             }
         }
         t
@@ -203,6 +204,9 @@ struct Run<'a> {
     cat: &'static Catalog,
     sims: Vec<Sim>,
     arrival: Vec<f64>,
+    /// When each query entered a cluster: its arrival, unless it waited at the router
+    /// boundary (admission queue, deferral). Timeouts count from here.
+    submitted: Vec<f64>,
     rows: Vec<Option<TraceRow>>,
     start: Vec<Option<f64>>,
     work: Vec<f64>,
@@ -297,7 +301,8 @@ impl<'a> Run<'a> {
         let arrival = self.arrival[qi];
         let latency = match outcome {
             Outcome::Completed => t - arrival,
-            Outcome::TimedOut => self.cfg.timeout_s.unwrap_or(t - arrival),
+            // The timeout, plus any wait at the boundary before it started counting.
+            Outcome::TimedOut => self.cfg.timeout_s.map_or(t - arrival, |to| to + (self.submitted[qi] - arrival)),
             Outcome::Rejected(_) => 0.0,
             Outcome::Failed | Outcome::Cancelled => t - arrival,
         };
@@ -360,7 +365,7 @@ impl<'a> Run<'a> {
             let mut i = 0;
             while i < self.sims[c].running.len() {
                 let (qi, rem, d) = self.sims[c].running[i];
-                if self.arrival[qi] + to <= t {
+                if self.submitted[qi] + to <= t {
                     self.sims[c].running.swap_remove(i);
                     self.sims[c].demand -= d;
                     let executed = (self.work[qi] - rem).max(0.0);
@@ -371,7 +376,7 @@ impl<'a> Run<'a> {
                 }
             }
             while let Some(&(qi, _, _)) = self.sims[c].queue.front() {
-                if self.arrival[qi] + to > t {
+                if self.submitted[qi] + to > t {
                     break;
                 }
                 self.sims[c].queue.pop_front();
@@ -414,6 +419,7 @@ impl<'a> Run<'a> {
     }
 
     fn admit(&mut self, c: ClusterId, qi: usize, t: f64) -> Result<()> {
+        self.submitted[qi] = t;
         let Some(s) = self.sims.get_mut(c as usize) else {
             return Err(AutoSloError::InvalidAction(format!("query {} routed to cluster {c}, which does not exist", self.w.queries()[qi].id)));
         };
@@ -538,6 +544,7 @@ pub fn emulate_admitted(
         cat: catalog::tpcds(),
         sims: Vec::new(),
         arrival: workload.queries().iter().map(|q| q.arrival).collect(),
+        submitted: workload.queries().iter().map(|q| q.arrival).collect(),
         rows: vec![None; n],
         start: vec![None; n],
         work: vec![0.0; n],
@@ -557,7 +564,7 @@ pub fn emulate_admitted(
             .sims
             .iter()
             .enumerate()
-            .map(|(i, s)| (i, s.next_event(&run.arrival, cfg.timeout_s)))
+            .map(|(i, s)| (i, s.next_event(&run.submitted, cfg.timeout_s)))
             .fold((usize::MAX, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
         let waiting = queue.as_ref().is_some_and(|q| !q.is_empty());
         let busy = next_q < n || waiting || run.sims.iter().any(|s| s.present() > 0);
@@ -568,11 +575,11 @@ pub fn emulate_admitted(
         // A waiting query's latest start is an event: it expires then, as a typed outcome.
         let t_expiry = queue.as_ref().map_or(f64::INFINITY, |q| q.next_expiry());
         if t_expiry.is_finite() && t_expiry < t_arrival.min(t_cluster).min(t_tick) {
-            now = now.max(t_expiry);
-            // Strictly after the latest start, so the query is due.
-            let due = f64::from_bits(now.to_bits() + 1);
+            // Strictly after the latest start, so the query is due; the clock moves there, since
+            // a deferred query released now is routed at that time.
+            now = f64::from_bits(now.max(t_expiry).to_bits() + 1);
             if let Some(q) = queue.as_mut() {
-                release_waiting(&mut run, q, due, router, scaler, &mut infos)?;
+                release_waiting(&mut run, q, now, router, scaler, &mut infos)?;
             }
             continue;
         }
@@ -613,7 +620,7 @@ pub fn emulate_admitted(
                         let slots = queue.as_ref().map(|aq| aq.settings().slots_per_cluster);
                         route_now(&mut run, qi, now, router, scaler, &mut infos, slots)?
                     }
-                    Offer::Held => {}
+                    Offer::Held | Offer::Deferred { .. } => {}
                     Offer::Reject(reason) => run.reject(qi, now, reason),
                 }
             }
@@ -652,8 +659,8 @@ fn release_waiting(run: &mut Run<'_>, queue: &mut AdmissionQueue, now: f64, rout
     loop {
         run.infos_into(infos);
         match queue.release(now, infos) {
-            Some((qi, Some(reason))) => run.reject(qi, now, reason),
-            Some((qi, None)) => route_now(run, qi, now, router, scaler, infos, Some(queue.settings().slots_per_cluster))?,
+            Some(Release::Refuse { query, reason }) => run.reject(query, now, reason),
+            Some(Release::Route { query, slots }) => route_now(run, query, now, router, scaler, infos, Some(slots))?,
             None => return Ok(()),
         }
     }

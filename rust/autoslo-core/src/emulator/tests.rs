@@ -269,6 +269,47 @@ fn a_reservation_in_the_shared_queue_serves_its_tenant_first_and_nothing_is_lost
 }
 
 #[test]
+fn deferred_batch_work_starts_in_its_window_and_the_rest_is_untouched() {
+    use crate::tenancy::{AdmissionQueue, Deferral, QueueSettings};
+    let slo = SloTable::paper(2.0).unwrap();
+    let base = base_workload(0.2, 4, &slo).unwrap();
+    let h = base.horizon();
+    assert!(h < 40_000.0, "the window below must fall inside one day: horizon {h}");
+    // Every third query is batch work with a day's deadline.
+    let queries = base.queries().iter().enumerate().map(|(i, q)| if i % 3 == 0 { Query { class: 1, slo: 86_400.0, ..q.clone() } } else { Query { class: 0, ..q.clone() } }).collect();
+    let w = Workload::new(queries, base.tenants().to_vec(), vec!["adhoc".into(), "backfill".into()]).unwrap();
+    let window = Deferral { classes: vec![1], from_s: h / 2.0, until_s: h / 2.0 + 3600.0, slots_per_cluster: 2 };
+    let settings = QueueSettings { slots_per_cluster: 1000, max_queued: 100_000, max_queued_work_s: 1e12, reserve: 1.0 };
+    let mut queue = AdmissionQueue::new(bundled_predictor(), settings).unwrap().with_deferral(window.clone()).unwrap();
+    let t = emulate_admitted(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, None, Some(&mut queue), &EmulatorConfig::default(), &mut |_, _| true).unwrap();
+    assert!(t.rows.iter().enumerate().all(|(i, r)| r.query == i && !r.rejected()), "every query once, none refused");
+    let mut deferred = 0;
+    for (r, q) in t.rows.iter().zip(w.queries()) {
+        let start = r.start.expect("every query ran");
+        if q.class == 1 && !window.in_window(q.arrival) {
+            // Deferred: it started no earlier than the window's next opening.
+            assert!(start >= window.next_opening(q.arrival) - 1e-9, "query {} arrived {} started {start}", r.query, q.arrival);
+            deferred += 1;
+        } else {
+            assert!(start - q.arrival < 3600.0, "query {} waited {} s", r.query, start - q.arrival);
+        }
+    }
+    assert!(deferred > 0 && deferred == queue.deferrals, "{deferred} vs {}", queue.deferrals);
+    // The timeout counts from submission to the cluster, not from the arrival hours before.
+    assert!(t.rows.iter().all(|r| r.outcome == Outcome::Completed), "no deferred query timed out");
+    assert!(queue.is_empty());
+    // Window arithmetic, and bad windows.
+    let night = Deferral { classes: vec![1], from_s: 72_000.0, until_s: 21_600.0, slots_per_cluster: 2 };
+    assert!(night.in_window(3_600.0) && night.in_window(80_000.0) && !night.in_window(43_200.0));
+    assert_eq!(night.next_opening(43_200.0), 72_000.0);
+    assert_eq!(night.next_opening(80_000.0), 72_000.0 + 86_400.0);
+    assert!(AdmissionQueue::new(bundled_predictor(), settings).unwrap().with_deferral(Deferral { from_s: 3600.0, until_s: 3600.0, ..night.clone() }).is_err());
+    assert!(AdmissionQueue::new(bundled_predictor(), settings).unwrap().with_deferral(Deferral { classes: vec![], ..night.clone() }).is_err());
+    assert!(AdmissionQueue::new(bundled_predictor(), settings).unwrap().with_deferral(Deferral { slots_per_cluster: 0, ..night.clone() }).is_err());
+    assert!(AdmissionQueue::new(bundled_predictor(), settings).unwrap().with_deferral(Deferral { from_s: -1.0, ..night }).is_err());
+}
+
+#[test]
 fn a_zero_budget_refuses_every_query_of_its_tenant_and_no_other() {
     use crate::tenancy::BudgetAdmission;
     let slo = SloTable::paper(2.0).unwrap();
