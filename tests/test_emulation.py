@@ -326,3 +326,25 @@ def test_the_report_flags_a_premium_tenant_the_fleet_rate_hides() -> None:
     reserved = runs["+ 8 RPU reserved for premium"]
     assert reserved["premium_meets"] and reserved["others_meet"] and not reserved["flagged"]
     assert all(x["per_tenant"].keys() == as_is["per_tenant"].keys() for x in r["runs"])
+
+
+def test_deferred_backfills_start_in_the_night_and_the_day_misses_less() -> None:
+    from autoslo.tenancy import AdmissionQueue, Deferral, apply_slo_policy
+
+    wl = autoslo.redbench_workload(days=1, seed=2, queries_per_day=6000, tenants=4, kappa=3)
+    wl = apply_slo_policy(wl, {"deadlines": [{"tier": "*", "class": "backfill", "deadline_s": 86_400}]})
+    base = autoslo.emulate(wl, [16, 16], routing="autoslo")
+    res = autoslo.emulate(wl, [16, 16], routing="autoslo", queue=AdmissionQueue(slots_per_cluster=10**6, defer=Deferral(["backfill"], slots_per_cluster=1)))
+    t = res.trace
+    assert t["query_id"].to_pylist() == wl["query_id"].to_pylist() and res.rejected == 0 and res.timeouts == 0
+    day = pc.and_(pc.greater_equal(t["arrival"], 6 * 3600), pc.less(t["arrival"], 20 * 3600))
+    deferred = t.filter(pc.and_(day, pc.equal(t["class"], "backfill")))
+    assert deferred.num_rows > 0 and pc.min(deferred["start"]).as_py() >= 20 * 3600
+    assert pc.all(deferred["met"]).as_py(), "a day's deadline leaves room for the night"
+    others = t.filter(pc.not_equal(t["class"], "backfill"))
+    assert pc.all(pc.less(pc.subtract(others["start"], others["arrival"]), 3600)).as_py(), "nothing else waits for the window"
+    assert res.violation_rate < base.violation_rate
+    with pytest.raises(autoslo.AutoSloCoreError, match="class `nightly`"):
+        autoslo.emulate(wl, [16], queue=AdmissionQueue(defer=Deferral(["nightly"])))
+    with pytest.raises(autoslo.AutoSloCoreError, match="same time of day"):
+        autoslo.emulate(wl, [16], queue=AdmissionQueue(defer=Deferral(["backfill"], from_h=6, until_h=6)))

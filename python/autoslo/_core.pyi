@@ -100,7 +100,7 @@ def emulate(
     admission: tuple[float, int | None] | None = None,
     ejection: tuple[int, float, float, float, float, bool] | None = None,
     degradations: Sequence[tuple[int, float, float, float]] | None = None,
-    queue: tuple[int, int, float, float, tuple[Sequence[tuple[str, float, float]], tuple[float, float], float, bool] | None] | None = None,
+    queue: tuple[int, int, float, float, tuple[Sequence[tuple[str, float, float]], tuple[float, float], float, bool] | None, tuple[Sequence[str], float, float, int] | None] | None = None,
     budgets: tuple[Mapping[str, float], float] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).

@@ -19,7 +19,7 @@ from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
 from autoslo.reproduce_placement import emulated_slowdown
-from autoslo.reproduce_tenancy import premium_tenant
+from autoslo.reproduce_tenancy import deferred_batch, premium_tenant
 from autoslo.tenancy import DeadlineAdmission
 from autoslo.live_cli import register as register_live
 from autoslo.tuner_cli import register as register_tuner
@@ -342,6 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tau", type=float, default=0.10, help="every population's violation-rate objective (default 0.10)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_premium)
+    r = rs.add_parser("deferral", help="on the emulator: backfills deferred to the night, beside no queue and an 8-slot queue")
+    r.add_argument("--seed", type=int, nargs="+", default=[0, 2, 3], help="Redbench seeds (default 0 2 3; 1 chose the background slots)")
+    r.add_argument("--background-slots", dest="background_slots", type=int, default=1, help="deferred work runs on clusters holding fewer queries than this (default 1)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_reproduce_deferral)
     r = rs.add_parser("all", help="Tables 2, 3 and 4, and the canopy and Mercury fixtures, at once: JSON, a figure per table (PNG) and a summary page")
     r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
@@ -398,6 +403,18 @@ def cmd_reproduce_premium(args: argparse.Namespace) -> int:
     print(f"Redbench seed {r['seed']}, 6,000 queries, 4 tenants, AutoSLO router; objective: violation rate <= {r['tau']:.0%} for the fleet and each tenant; premium: {r['premium']}\n")
     tenants = sorted(r["runs"][0]["per_tenant"])
     rows = [{"run": x["run"], "fleet VR": x["violation_rate"], **{t: x["per_tenant"][t] for t in tenants}, "cost": x["cost"], "flagged": " ".join(x["flagged"]) or "-"} for x in r["runs"]]
+    print(fmt_table(rows, list(rows[0])))
+    return 0
+
+
+def cmd_reproduce_deferral(args: argparse.Namespace) -> int:
+    r = deferred_batch(seeds=tuple(args.seed), background_slots=args.background_slots)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    print("Redbench days, 6,000 queries, 4 tenants, 2 x 16 RPU, AutoSLO router; backfill deadline 1 day; deferral window 20 h - 6 h\n")
+    classes = sorted(r["rows"][0]["per_class"])
+    rows = [{"seed": x["seed"], "run": x["run"], "VR": x["violation_rate"], **{c: x["per_class"][c] for c in classes}, "cost": x["cost"], "refused": x["refused"], "timeouts": x["timeouts"]} for x in r["rows"]]
     print(fmt_table(rows, list(rows[0])))
     return 0
 

@@ -79,6 +79,27 @@ class Share:
 
 
 @dataclass(frozen=True)
+class Deferral:
+    """Batch work deferred to a later window: a query of one of ``classes`` arriving outside the
+    daily window ``[from_h, until_h)`` (hours into the day; wrapping midnight when ``from_h >
+    until_h``, as the default night 20 h to 6 h does) is held until the window opens, if its
+    deadline still leaves its execution reserve then. From the window's start it runs in the
+    background: after every query waiting in the foreground, and only on clusters holding fewer
+    than ``slots_per_cluster`` queries. Its latency counts from its arrival, so it needs a
+    deadline that allows the wait (an SLO policy's deadline for the class); its timeout counts
+    from when it starts on a cluster."""
+
+    classes: Sequence[str]
+    from_h: float = 20.0
+    until_h: float = 6.0
+    slots_per_cluster: int = 1
+
+    def as_args(self) -> tuple[list[str], float, float, int]:
+        """The form ``_core.emulate(queue=(..., deferral))`` takes."""
+        return [str(c) for c in self.classes], float(self.from_h) * 3600.0, float(self.until_h) * 3600.0, int(self.slots_per_cluster)
+
+
+@dataclass(frozen=True)
 class AdmissionQueue:
     """A queue at the router boundary (``tenancy::AdmissionQueue`` in the core). A cluster is full
     at ``slots_per_cluster`` queries (running and queued inside it); while every cluster is full,
@@ -94,7 +115,10 @@ class AdmissionQueue:
     (``tenancy::sharing``): reservations first, then weights; with ``excess_only`` (the default,
     a change to mClock) weights divide only what the reservations leave, without it mClock's
     literal rule gives a tenant about the larger of its reservation and its weighted share. A
-    query that has waited ``max_wait_s`` goes first whatever its tags, so no tenant starves."""
+    query that has waited ``max_wait_s`` goes first whatever its tags, so no tenant starves.
+
+    With ``defer`` (a :class:`Deferral`) batch work arriving outside its window waits for it
+    (use a large ``slots_per_cluster`` to defer without otherwise holding arrivals)."""
 
     slots_per_cluster: int = 8
     max_queued: int = 1000
@@ -104,8 +128,11 @@ class AdmissionQueue:
     default_share: Share = Share()
     max_wait_s: float = float("inf")
     excess_only: bool = True
+    defer: Deferral | None = None
 
-    def as_args(self) -> tuple[int, int, float, float, tuple[list[tuple[str, float, float]], tuple[float, float], float, bool] | None]:
+    def as_args(
+        self,
+    ) -> tuple[int, int, float, float, tuple[list[tuple[str, float, float]], tuple[float, float], float, bool] | None, tuple[list[str], float, float, int] | None]:
         """The form ``_core.emulate(queue=...)`` takes."""
         work = float(self.max_queued_work_s)
         sharing = None
@@ -114,7 +141,7 @@ class AdmissionQueue:
             wait = float(self.max_wait_s)
             d = self.default_share
             sharing = (shares, (float(d.reservation), float(d.weight)), (wait if wait != float("inf") else 1e300), bool(self.excess_only))
-        return int(self.slots_per_cluster), int(self.max_queued), (work if work != float("inf") else 1e300), float(self.reserve), sharing
+        return int(self.slots_per_cluster), int(self.max_queued), (work if work != float("inf") else 1e300), float(self.reserve), sharing, (self.defer.as_args() if self.defer is not None else None)
 
 
 def apply_slo_policy(workload: pa.Table, policy: Mapping[str, Any]) -> pa.Table:

@@ -212,7 +212,7 @@ fn emulate(
     admission: Option<(f64, Option<u32>)>,
     ejection: Option<(usize, f64, f64, f64, f64, bool)>,
     degradations: Option<Vec<(u32, f64, f64, f64)>>,
-    queue: Option<(usize, usize, f64, f64, Option<QueueSharing>)>,
+    queue: Option<(usize, usize, f64, f64, Option<QueueSharing>, Option<(Vec<String>, f64, f64, usize)>)>,
     budgets: Option<(BTreeMap<String, f64>, f64)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
@@ -263,12 +263,22 @@ fn emulate(
     }
     let mut queue = match queue {
         None => None,
-        Some((slots_per_cluster, max_queued, max_queued_work_s, reserve, sharing)) => {
+        Some((slots_per_cluster, max_queued, max_queued_work_s, reserve, sharing, deferral)) => {
             let p = predictor.as_ref().ok_or_else(|| AutoSloCoreError::new_err("the admission queue needs a latency predictor (its Stage estimates)"))?;
             let q = tenancy::AdmissionQueue::new(p.get().inner.clone(), tenancy::QueueSettings { slots_per_cluster, max_queued, max_queued_work_s, reserve }).map_err(err)?;
-            Some(match sharing {
+            let q = match sharing {
                 None => q,
                 Some(sharing) => q.with_sharing(sharing_policy(&w, sharing)?).map_err(err)?,
+            };
+            Some(match deferral {
+                None => q,
+                Some((classes, from_s, until_s, slots_per_cluster)) => {
+                    let classes = classes
+                        .iter()
+                        .map(|c| w.classes().iter().position(|x| x == c).map(|i| i as u32).ok_or_else(|| AutoSloCoreError::new_err(format!("queue deferral: class `{c}` is not in the workload (classes: {})", w.classes().join(", ")))))
+                        .collect::<PyResult<Vec<u32>>>()?;
+                    q.with_deferral(tenancy::Deferral { classes, from_s, until_s, slots_per_cluster }).map_err(err)?
+                }
             })
         }
     };
