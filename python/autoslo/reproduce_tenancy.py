@@ -14,13 +14,13 @@ from autoslo.tenancy import AdmissionQueue, Reservation, Share
 from autoslo.workloads import redbench_workload
 
 
-def _per_tenant(r: EmulationResult) -> dict[str, float]:
-    """Violation rate per tenant (all its classes)."""
+def _violation_rates(r: EmulationResult, column: str) -> dict[str, float]:
+    """Violation rate per value of ``column`` (``tenant`` or ``class``)."""
     t = r.trace
     out = {}
-    for tenant in sorted(set(t["tenant"].to_pylist())):
-        s = t.filter(pc.equal(t["tenant"], tenant))
-        out[tenant] = 1.0 - pc.sum(pc.cast(pc.fill_null(s["met"], False), "int64")).as_py() / s.num_rows
+    for key in sorted(set(t[column].to_pylist())):
+        s = t.filter(pc.equal(t[column], key))
+        out[key] = 1.0 - pc.sum(pc.cast(pc.fill_null(s["met"], False), "int64")).as_py() / s.num_rows
     return out
 
 
@@ -44,7 +44,7 @@ def premium_tenant(seed: int = 2, premium: str = "tenant-3", tau: float = 0.10) 
     out: dict[str, Any] = {"seed": seed, "premium": premium, "tau": tau, "runs": []}
     for name, (clusters, kw) in runs.items():
         r = emulate(wl, clusters, routing="autoslo", **kw)
-        per = _per_tenant(r)
+        per = _violation_rates(r, "tenant")
         worst = r.worst_tenants(1).to_pylist()[0]
         out["runs"].append(
             {
@@ -60,16 +60,6 @@ def premium_tenant(seed: int = 2, premium: str = "tenant-3", tau: float = 0.10) 
                 "others_meet": all(v <= tau for t, v in per.items() if t != premium),
             }
         )
-    return out
-
-
-def _per_class(r: EmulationResult) -> dict[str, float]:
-    """Violation rate per class."""
-    t = r.trace
-    out = {}
-    for cls in sorted(set(t["class"].to_pylist())):
-        s = t.filter(pc.equal(t["class"], cls))
-        out[cls] = 1.0 - pc.sum(pc.cast(pc.fill_null(s["met"], False), "int64")).as_py() / s.num_rows
     return out
 
 
@@ -96,5 +86,5 @@ def deferred_batch(seeds: tuple[int, ...] = (0, 2, 3), background_slots: int = 1
         }
         for name, queue in runs.items():
             r = emulate(wl, [16, 16], routing="autoslo", queue=queue)
-            out["rows"].append({"seed": seed, "run": name, "violation_rate": r.violation_rate, "per_class": _per_class(r), "cost": r.cost, "refused": r.rejected, "timeouts": r.timeouts})
+            out["rows"].append({"seed": seed, "run": name, "violation_rate": r.violation_rate, "per_class": _violation_rates(r, "class"), "cost": r.cost, "refused": r.rejected, "timeouts": r.timeouts})
     return out
