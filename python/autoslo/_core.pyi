@@ -487,6 +487,7 @@ def live(
     timeout_s: float | None = 3600.0,
     pool_size: int = 8,
     create_timeout_s: float = 900.0,
+    initial_timeout_s: float | None = None,
     delete_timeout_s: float = 900.0,
     name_prefix: str = "autoslo",
     tick_s: float = 10.0,

@@ -182,6 +182,7 @@ def live(
     timeout_s: float | None = 3600.0,
     pool_size: int = 8,
     create_timeout_s: float = 900.0,
+    initial_timeout_s: float | None = None,
     delete_timeout_s: float = 900.0,
     name_prefix: str = "autoslo",
     tick_s: float = 10.0,
@@ -209,7 +210,8 @@ def live(
     assumes. Times in the trace are on the control plane's clock (real seconds × ``time_scale``,
     the scale SLOs are in). A query whose cluster is lost (killed server, refused connection,
     never available within ``create_timeout_s``) is retried once on another cluster; every query
-    ends with exactly one row. The workgroups are deleted at the end unless ``keep_clusters``.
+    ends with exactly one row. The initial clusters are waited for up to ``initial_timeout_s``
+    (default ``create_timeout_s``); if one does not come up, the run stops with that error. The workgroups are deleted at the end unless ``keep_clusters``.
     ``progress=True`` shows a bar; Ctrl-C stops the run, and the queries left are ``cancelled``.
     """
     if sql is None:
@@ -233,6 +235,7 @@ def live(
             timeout_s=timeout_s,
             pool_size=pool_size,
             create_timeout_s=create_timeout_s,
+            initial_timeout_s=initial_timeout_s,
             delete_timeout_s=delete_timeout_s,
             name_prefix=name_prefix,
             tick_s=tick_s,

@@ -41,8 +41,12 @@ pub struct LiveSettings {
     pub timeout_s: Option<f64>,
     /// Connections per cluster.
     pub pool_size: usize,
-    /// Real seconds to wait for a workgroup to become AVAILABLE before it counts as lost.
+    /// Real seconds to wait for a workgroup the autoscaler starts to become AVAILABLE before it
+    /// counts as lost (its queries go elsewhere).
     pub create_timeout_s: f64,
+    /// Real seconds to wait for the initial clusters, before the replay starts (`None`: as
+    /// `create_timeout_s`). The run stops with the wait's error if one of them does not come up.
+    pub initial_timeout_s: Option<f64>,
     /// Real seconds to wait for a deleted workgroup to go.
     pub delete_timeout_s: f64,
     /// Workgroup names are `<prefix>-<cluster id>`.
@@ -70,6 +74,7 @@ impl Default for LiveSettings {
             timeout_s: Some(3600.0),
             pool_size: 8,
             create_timeout_s: 900.0,
+            initial_timeout_s: None,
             delete_timeout_s: 900.0,
             name_prefix: "autoslo".into(),
             tick_s: 10.0,
@@ -100,7 +105,7 @@ impl LiveSettings {
         if !(1..=5).contains(&self.max_attempts) {
             return Err(CloudError::out_of_range("attempts per query", "1 to 5", self.max_attempts));
         }
-        for (what, v) in [("create timeout", self.create_timeout_s), ("delete timeout", self.delete_timeout_s), ("expected spinup", self.expected_spinup_s)] {
+        for (what, v) in [("create timeout", self.create_timeout_s), ("initial create timeout", self.initial_timeout_s.unwrap_or(0.0)), ("delete timeout", self.delete_timeout_s), ("expected spinup", self.expected_spinup_s)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(CloudError::out_of_range(what, "≥ 0 s", v));
             }
@@ -502,7 +507,7 @@ pub fn run_live(
     let handle = rt.handle().clone();
     rt.block_on(async move {
         // The initial clusters, created together and waited for.
-        let create_timeout = Duration::from_secs_f64(settings.create_timeout_s);
+        let create_timeout = Duration::from_secs_f64(settings.initial_timeout_s.unwrap_or(settings.create_timeout_s));
         let names: Vec<String> = (0..sizes.len()).map(|i| format!("{}-{i}", settings.name_prefix)).collect();
         let made = futures_join(names.iter().zip(sizes).map(|(n, &size)| {
             let rs = rs.clone();

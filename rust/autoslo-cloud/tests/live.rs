@@ -30,8 +30,11 @@ fn manager(ep: &LocalEndpoint) -> RedshiftServerless {
     rt.block_on(RedshiftServerless::connect(&ManagerOptions { endpoint: Some(ep.url()), initial_backoff: Duration::from_millis(5), ..Default::default() })).unwrap()
 }
 
+/// Workgroups come up in well under a second on an idle machine, but a server's `initdb` and
+/// start can take several on a loaded one (the tests run in parallel): the waits are generous,
+/// except where a test wants a stuck workgroup given up soon (`create_timeout_s` there).
 fn settings(prefix: &str) -> LiveSettings {
-    LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 1.5, delete_timeout_s: 30.0, timeout_s: Some(30.0), ..Default::default() }
+    LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 30.0, initial_timeout_s: Some(120.0), delete_timeout_s: 30.0, timeout_s: Some(30.0), ..Default::default() }
 }
 
 /// On another thread: once `n` workgroups are AVAILABLE (the run's initial clusters), wait
@@ -111,7 +114,7 @@ fn a_workgroup_that_never_becomes_available_is_given_up_and_its_queries_go_elsew
     // A spinup right away (one running query is enough), to a workgroup that stays CREATING.
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 1).unwrap());
     let w = workload(30, 0.1);
-    let run = run_live(manager(&ep), &w, &sql(0.2), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { expected_spinup_s: 0.0, ..settings("stuck") }, Arc::new(BatchControl::new())).unwrap();
+    let run = run_live(manager(&ep), &w, &sql(0.2), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { expected_spinup_s: 0.0, create_timeout_s: 1.5, ..settings("stuck") }, Arc::new(BatchControl::new())).unwrap();
     one_row_each(&run, 30);
     assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
     assert!(run.trace.rows.iter().all(|r| r.cluster == Some(0)), "only the available cluster ran queries");
@@ -121,7 +124,7 @@ fn a_workgroup_that_never_becomes_available_is_given_up_and_its_queries_go_elsew
     // The initial clusters must come up: otherwise the run stops with the wait's error.
     ep.never_available("dead-0");
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 1, 8).unwrap());
-    let err = run_live(manager(&ep), &w, &sql(0.0), Box::new(RoundRobin::default()), scaler, &[8], settings("dead"), Arc::new(BatchControl::new())).unwrap_err();
+    let err = run_live(manager(&ep), &w, &sql(0.0), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { initial_timeout_s: Some(2.0), ..settings("dead") }, Arc::new(BatchControl::new())).unwrap_err();
     assert!(matches!(err, CloudError::WaitTimeout { .. }), "{err}");
 }
 

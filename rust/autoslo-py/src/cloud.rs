@@ -207,7 +207,7 @@ fn duration(s: f64) -> PyResult<Duration> {
 
 /// Replay a workload live (see `autoslo.live.live`): returns (trace, clusters, events, extras).
 #[pyfunction]
-#[pyo3(signature = (workload, sql, clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), pool_size=8, create_timeout_s=900.0, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, max_attempts=2, keep_clusters=false, db_user="autoslo", db_name="postgres", db_password=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, progress=None))]
+#[pyo3(signature = (workload, sql, clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), pool_size=8, create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, max_attempts=2, keep_clusters=false, db_user="autoslo", db_name="postgres", db_password=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn live(
     py: Python<'_>,
@@ -224,6 +224,7 @@ pub fn live(
     timeout_s: Option<f64>,
     pool_size: usize,
     create_timeout_s: f64,
+    initial_timeout_s: Option<f64>,
     delete_timeout_s: f64,
     name_prefix: &str,
     tick_s: f64,
@@ -243,7 +244,7 @@ pub fn live(
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
     let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom }).map_err(err)?;
     let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
-    let settings = LiveSettings { time_scale, timeout_s, pool_size, create_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, max_attempts, keep_clusters, db_user: db_user.into(), db_name: db_name.into(), db_password };
+    let settings = LiveSettings { time_scale, timeout_s, pool_size, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, max_attempts, keep_clusters, db_user: db_user.into(), db_name: db_name.into(), db_password };
     let rt = runtime()?;
     let opts = options(endpoint, region, 6);
     let rs = py.detach(|| rt.block_on(RedshiftServerless::connect(&opts))).map_err(cloud_err)?;
