@@ -211,7 +211,8 @@ def live(
     the scale SLOs are in). A query whose cluster is lost (killed server, refused connection,
     never available within ``create_timeout_s``) is retried once on another cluster; every query
     ends with exactly one row. The initial clusters are waited for up to ``initial_timeout_s``
-    (default ``create_timeout_s``); if one does not come up, the run stops with that error. The workgroups are deleted at the end unless ``keep_clusters``.
+    (default ``create_timeout_s``); if one does not come up, the run stops with that error. The
+    workgroups are deleted at the end unless ``keep_clusters``.
     ``progress=True`` shows a bar; Ctrl-C stops the run, and the queries left are ``cancelled``.
     """
     if sql is None:
