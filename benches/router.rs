@@ -10,7 +10,7 @@ use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::{ClusterInfo, ClusterState};
 use autoslo_core::control::Router;
 use autoslo_core::predictor::{Backend, Predictor};
-use autoslo_core::router::AutoSloRouter;
+use autoslo_core::router::{AutoSloRouter, Search};
 use autoslo_core::workload::Query;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -38,20 +38,26 @@ fn route(c: &mut Criterion) {
             let q = query(id, per as f64);
             g.bench_with_input(BenchmarkId::new(format!("{clusters}_clusters"), per), &per, |b, _| b.iter(|| black_box(r.evaluate(per as f64, &q, &infos).unwrap())));
             if per == 32 && clusters == 8 {
-                // Live arrivals are not back to back: after a pause the pool threads are asleep and
-                // a decision pays their wake-up. Timed per decision, the pause excluded.
-                g.bench_with_input(BenchmarkId::new(format!("{clusters}_clusters_after_idle_2ms"), per), &per, |b, _| {
-                    b.iter_custom(|iters| {
-                        let mut total = Duration::ZERO;
-                        for _ in 0..iters {
-                            std::thread::sleep(Duration::from_millis(2));
-                            let t = Instant::now();
-                            black_box(r.evaluate(per as f64, &q, &infos).unwrap());
-                            total += t.elapsed();
-                        }
-                        total
-                    })
-                });
+                // The default search (`Auto`) back to back uses the pool; after idle, branch and
+                // bound on the calling thread. Each search is also measured on its own.
+                for (name, search) in [("", Search::Auto), ("_exhaustive", Search::Exhaustive), ("_branch_and_bound", Search::BranchAndBound)] {
+                    let mut r = r.clone().with_search(search);
+                    if !name.is_empty() {
+                        g.bench_with_input(BenchmarkId::new(format!("{clusters}_clusters{name}"), per), &per, |b, _| b.iter(|| black_box(r.evaluate(per as f64, &q, &infos).unwrap())));
+                    }
+                    g.bench_with_input(BenchmarkId::new(format!("{clusters}_clusters_after_idle_2ms{name}"), per), &per, |b, _| {
+                        b.iter_custom(|iters| {
+                            let mut total = Duration::ZERO;
+                            for _ in 0..iters {
+                                std::thread::sleep(Duration::from_millis(2));
+                                let t = Instant::now();
+                                black_box(r.evaluate(per as f64, &q, &infos).unwrap());
+                                total += t.elapsed();
+                            }
+                            total
+                        })
+                    });
+                }
             }
         }
     }

@@ -48,6 +48,14 @@ def test_live_router(model: predictor.Predictor) -> None:
         r.route(3, 5, 1, 7.0, slo=-1.0)
     new = r.add_cluster(32)
     assert new == 2 and len(r.clusters()) == 3
+    # `among` restricts the choice: a query goes to the one cluster allowed, whichever is best.
+    for qid, only in ((10, 0), (11, 2), (12, 0)):
+        assert r.route(qid, 7, 1, 8.0, slo=1e6, among=[only]) == only
+    assert r.route(13, 7, 1, 8.0, slo=1e6, among=[1, 2]) in (1, 2)
+    with pytest.raises(_core.AutoSloCoreError, match="no cluster 7"):
+        r.route(14, 7, 1, 8.0, slo=1e6, among=[0, 7])
+    with pytest.raises(_core.AutoSloCoreError, match="among no clusters"):
+        r.route(14, 7, 1, 8.0, slo=1e6, among=[])
     r.remove_cluster(0)
     r.remove_cluster(1)
     with pytest.raises(_core.AutoSloCoreError, match="last cluster"):
@@ -56,6 +64,24 @@ def test_live_router(model: predictor.Predictor) -> None:
         autoslo.Router("round-robin", [])
     with pytest.raises(_core.AutoSloCoreError, match="needs a latency predictor"):
         autoslo.Router("autoslo", [16])
+
+
+def test_router_searches_choose_the_same_clusters(model: predictor.Predictor) -> None:
+    assert _core.ROUTER_SEARCHES == ["auto", "exhaustive", "branch-and-bound"]
+    wl = autoslo.base_workload(0.5, seed=4, kappa=2).to_pylist()[:150]
+    chosen = {}
+    for search in _core.ROUTER_SEARCHES:
+        r = autoslo.Router("autoslo", [32, 16, 16, 8], predictor=model, search=search)
+        out = []
+        for q in wl:
+            out.append(r.route(q["query_id"], q["template"], q["instance"], q["arrival"], q["slo"]))
+            if q["query_id"] % 3 == 0:
+                r.complete(q["query_id"], q["arrival"])
+        chosen[search] = out
+    assert chosen["auto"] == chosen["exhaustive"] == chosen["branch-and-bound"]
+    assert len(set(chosen["auto"])) > 1
+    with pytest.raises(_core.AutoSloCoreError, match="unknown search"):
+        autoslo.Router("autoslo", [16], predictor=model, search="greedy")
 
 
 def test_live_router_is_thread_safe(model: predictor.Predictor) -> None:

@@ -7,6 +7,7 @@ import pyarrow as pa
 
 __version__: str
 ROUTING_POLICIES: list[str]
+ROUTER_SEARCHES: list[str]
 #: Inputs of the at-arrival correction (``arrival.json``), in order.
 ARRIVAL_FEATURES: list[str]
 #: Default SLO headroom of the ``autoslo`` router.
@@ -260,6 +261,10 @@ class Router:
     ``predictor``. ``clusters`` are the sizes (RPU) of the initial clusters, ids 0, 1, …
     ``slo_headroom`` (≥ 1): ``autoslo`` counts a query as a predicted violator when its predicted
     latency times this factor exceeds its SLO (1 is Algorithm 1's literal test).
+    ``search`` (``autoslo`` policies): how a decision searches the clusters, one of
+    ``ROUTER_SEARCHES``: ``exhaustive`` evaluates every cluster (Algorithm 1 as listed),
+    ``branch-and-bound`` skips the clusters it proves cannot be chosen, ``auto`` (the default)
+    picks per decision. All three choose the same cluster.
     """
 
     def __init__(
@@ -271,11 +276,16 @@ class Router:
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
         slo_headroom: float = 1.25,
+        search: str = "auto",
     ) -> None: ...
     @property
     def policy(self) -> str: ...
-    def route(self, query_id: int, template: int, instance: int, arrival: float, slo: float) -> int:
-        """Route a query arriving at ``arrival`` (s, non-decreasing); returns the cluster id."""
+    def route(
+        self, query_id: int, template: int, instance: int, arrival: float, slo: float, among: Sequence[int] | None = None
+    ) -> int:
+        """Route a query arriving at ``arrival`` (s, non-decreasing); returns the cluster id.
+
+        ``among`` restricts the choice to those cluster ids (each one the router may use)."""
     def complete(self, query_id: int, now: float, timed_out: bool = False) -> None:
         """A routed query finished at ``now``."""
     def add_cluster(self, size: int, ready_at: float | None = None) -> int:

@@ -263,5 +263,23 @@ mod tests {
             let b = incremental(&iv, minimum, t1 + dt);
             prop_assert!(a >= 0.0 && b >= a - 1e-9);
         }
+
+        /// The router's branch and bound rests on this: adding a query never lowers
+        /// ClusterCostUntilDrained, whatever the timer's state, for any drain no earlier than before.
+        #[test]
+        fn an_arrival_never_lowers_the_cost_until_drained(iv in intervals(), minimum in 0.0f64..120.0, t in 0.0f64..6000.0, d1 in 0.0f64..800.0, extra in 0.0f64..800.0, rpu in 1u32..64) {
+            let mut timer = BillingTimer::new(minimum);
+            let mut events: Vec<(f64, i32)> = iv.iter().flat_map(|&(a, b)| [(a, 1), (b, -1)]).collect();
+            events.sort_by(|x, y| x.0.total_cmp(&y.0).then(y.1.cmp(&x.1)));
+            let mut present = 0;
+            for (time, d) in events.into_iter().take_while(|e| e.0 <= t) {
+                present += d;
+                if d > 0 { timer.on_arrival(time).unwrap() } else if present == 0 { timer.on_idle(time).unwrap() }
+            }
+            let p = BillingPolicy::default();
+            let before = cluster_cost_until_drained(&timer, &p, rpu, None, t + d1).unwrap();
+            let after = cluster_cost_until_drained(&timer, &p, rpu, Some(t), t + d1 + extra).unwrap();
+            prop_assert!(before >= 0.0 && after >= before, "before {} after {}", before, after);
+        }
     }
 }

@@ -61,16 +61,40 @@ impl LiveRouter {
 
     /// [`LiveRouter::route`], also returning the query as routed (its arrival is the router's clock).
     pub fn route_query(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64) -> Result<(ClusterId, Query)> {
+        self.route_inner(query_id, text, arrival, slo, None)
+    }
+
+    /// [`LiveRouter::route`] among the clusters `among` only (for example a tenant's reserved
+    /// clusters); each must be one the router may use.
+    pub fn route_among(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64, among: &[ClusterId]) -> Result<ClusterId> {
+        self.route_inner(query_id, text, arrival, slo, Some(among)).map(|(c, _)| c)
+    }
+
+    fn route_inner(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64, among: Option<&[ClusterId]>) -> Result<(ClusterId, Query)> {
         if !(slo > 0.0 && slo.is_finite()) {
             return Err(AutoSloError::out_of_range("SLO", "a positive number of seconds", slo));
         }
         if self.running.contains_key(&query_id) {
             return Err(AutoSloError::InvalidAction(format!("query {query_id} is already running")));
         }
+        if let Some(ids) = among {
+            if ids.is_empty() {
+                return Err(AutoSloError::InvalidAction("route among no clusters".into()));
+            }
+            if let Some(id) = ids.iter().find(|&&id| !self.clusters.iter().any(|c| c.id == id)) {
+                return Err(AutoSloError::InvalidAction(format!("no cluster {id} to route to")));
+            }
+        }
         let arrival = self.advance(arrival)?;
         let q = Query { id: query_id, arrival, text, tenant: 0, class: 0, slo };
         self.router.observe(arrival, &Event::Arrival { query: &q });
-        let c = self.router.route(arrival, &q, &self.clusters)?;
+        let c = match among {
+            None => self.router.route(arrival, &q, &self.clusters)?,
+            Some(ids) => {
+                let some: Vec<ClusterInfo> = self.clusters.iter().filter(|c| ids.contains(&c.id)).cloned().collect();
+                self.router.route(arrival, &q, &some)?
+            }
+        };
         if let Some(ci) = self.clusters.iter_mut().find(|x| x.id == c) {
             ci.running += 1;
         }

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use crate::billing::BillingPolicy;
-use crate::cluster::{ClusterInfo, ClusterState as Lifecycle};
+use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{Router, StaticScaler};
 use crate::emulator::{emulate, EmulatorConfig};
 use crate::predictor::{Backend, Predictor};
-use crate::router::{router_by_name, AutoSloRouter, RouterOptions, SecondKey, ROUTING_POLICIES};
+use crate::router::{router_by_name, AutoSloRouter, RouterOptions, Search, SecondKey, ROUTING_POLICIES};
 use crate::simulator::{simulate, SimulatorConfig, WorkloadSimulator};
 use crate::slo::SloTable;
 use crate::workload::{base_workload, Query};
@@ -125,7 +125,8 @@ fn parallel_evaluation_equals_one_thread() {
     let p = model();
     let q = |id: u64, t: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id * 37 % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo: 60.0 };
     let infos: Vec<ClusterInfo> = (0..5).map(|i| info(i, [32, 16][i as usize % 2])).collect();
-    let mut r = AutoSloRouter::new(p, BillingPolicy::default());
+    // The exhaustive search's parallel path (branch and bound runs on the calling thread).
+    let mut r = AutoSloRouter::new(p, BillingPolicy::default()).with_search(Search::Exhaustive);
     // 5 clusters × 20 running: enough for the evaluation to split across threads.
     for i in 0..100u64 {
         let c = &infos[i as usize % 5];
@@ -211,4 +212,42 @@ fn emulator_and_simulator_bill_by_the_same_rule_on_the_same_schedule() {
     };
     check("emulator", &emu);
     check("simulator", &sim);
+}
+
+/// Branch and bound leaves clusters out but decides exactly as the exhaustive search: the same
+/// cluster for every query, so the same trace, under both second keys.
+#[test]
+fn branch_and_bound_decides_as_the_exhaustive_search() {
+    /// Counts the candidates each decision evaluated in full.
+    struct Counted(AutoSloRouter, usize);
+    impl Router for Counted {
+        fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> crate::error::Result<ClusterId> {
+            let c = self.0.route(now, query, clusters)?;
+            self.1 += self.0.last.len();
+            Ok(c)
+        }
+        fn observe(&mut self, now: f64, e: &crate::control::Event<'_>) {
+            self.0.observe(now, e)
+        }
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+    }
+    let p = model();
+    let eight = [32, 16, 32, 16, 32, 16, 32, 16];
+    for (rate, kappa, clusters, key) in [(0.5, 2.0, &eight[..], SecondKey::Cost), (1.0, 2.0, &[16, 8, 32, 16][..], SecondKey::Latency), (0.2, 4.0, &[16, 16][..], SecondKey::Cost)] {
+        let w = base_workload(rate, 2, &SloTable::paper(kappa).unwrap()).unwrap();
+        let run = |search: Search| {
+            let mut r = Counted(AutoSloRouter::new(p.clone(), BillingPolicy::default()).with_second_key(key).with_search(search), 0);
+            let t = emulate(&w, clusters, &mut r, &mut StaticScaler, &EmulatorConfig { seed: 2, ..Default::default() }).unwrap();
+            (t.rows.iter().map(|row| (row.query, row.cluster, row.end.to_bits())).collect::<Vec<_>>(), r.1)
+        };
+        let (full, n_full) = run(Search::Exhaustive);
+        let (bnb, n_bnb) = run(Search::BranchAndBound);
+        assert_eq!(full, bnb, "rate {rate} {clusters:?} {key:?}");
+        assert_eq!(n_full, w.len() * clusters.len());
+        assert!(n_bnb < n_full, "branch and bound evaluated every cluster ({n_bnb}) at rate {rate} {clusters:?}");
+        eprintln!("rate {rate} {clusters:?} {key:?}: {n_bnb} of {n_full} candidates evaluated in full");
+        assert_eq!(run(Search::Auto).0, full);
+    }
 }

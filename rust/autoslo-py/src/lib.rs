@@ -227,7 +227,7 @@ fn emulate(
         degradations: degradations.unwrap_or_default().into_iter().map(|(cluster, factor, from_s, until_s)| emulator::Degradation { cluster, factor, from_s, until_s }).collect(),
         ..Default::default()
     };
-    let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom };
+    let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() };
     let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
     if let Some((tenants, classes, reserved, borrow_idle)) = reservation {
         router = Box::new(tenancy::ReservedRouter::new(router, reservation_of(&w, &tenants, classes.as_deref(), &reserved, clusters.len(), borrow_idle)?));
@@ -529,6 +529,7 @@ impl PyBillingTimer {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AutoSloCoreError", m.py().get_type::<AutoSloCoreError>())?;
     m.add("ROUTING_POLICIES", router::ROUTING_POLICIES.to_vec())?;
+    m.add("ROUTER_SEARCHES", router::Search::NAMES.to_vec())?;
     m.add("ARRIVAL_FEATURES", autoslo_core::predictor::arrival::ARRIVAL_FEATURES.to_vec())?;
     m.add("DEFAULT_SLO_HEADROOM", router::DEFAULT_SLO_HEADROOM)?;
     m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;

@@ -33,20 +33,27 @@ impl PyRouter {
 #[pymethods]
 impl PyRouter {
     #[new]
-    #[pyo3(signature = (policy, clusters, predictor=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
-    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64) -> PyResult<Self> {
+    #[pyo3(signature = (policy, clusters, predictor=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, search="auto"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64, search: &str) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-        let opts = router::RouterOptions { billing, seed, slo_headroom };
+        let opts = router::RouterOptions { billing, seed, slo_headroom, search: router::Search::from_name(search).map_err(err)? };
         let r = router::router_by_name(policy, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
         let live = LiveRouter::new(r, &clusters).map_err(err)?;
         Ok(Self { inner: Mutex::new(live), policy: policy.to_string() })
     }
 
     /// Route a query arriving at `arrival` (s); returns the chosen cluster id. An arrival earlier
-    /// than one already seen (a race between caller threads) is taken as arriving now.
-    #[pyo3(signature = (query_id, template, instance, arrival, slo))]
-    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, arrival: f64, slo: f64) -> PyResult<ClusterId> {
-        py.detach(|| self.lock()?.route(query_id, QueryText { template, instance }, arrival, slo).map_err(err))
+    /// than one already seen (a race between caller threads) is taken as arriving now. `among`
+    /// restricts the choice to those cluster ids.
+    #[pyo3(signature = (query_id, template, instance, arrival, slo, among=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, arrival: f64, slo: f64, among: Option<Vec<ClusterId>>) -> PyResult<ClusterId> {
+        let text = QueryText { template, instance };
+        py.detach(|| match &among {
+            None => self.lock()?.route(query_id, text, arrival, slo).map_err(err),
+            Some(ids) => self.lock()?.route_among(query_id, text, arrival, slo, ids).map_err(err),
+        })
     }
 
     /// A routed query finished at `now` (s).
@@ -101,7 +108,7 @@ pub fn simulate(
     let w = crate::with_slo_policy(workload_in(workload, None, None, None, None)?, config)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s };
-    let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom }).map_err(err)?;
+    let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     let trace = py.detach(|| simulator::simulate(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg)).map_err(err)?;
     convert::trace_out(py, &w, &trace)
@@ -137,7 +144,7 @@ impl PyControlPlane {
         config: Option<&str>,
     ) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-        let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom }).map_err(err)?;
+        let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
         let lifecycle = crate::lifecycle_of(lifecycle, spinup_s, teardown_s)?;
         // The selector's δ: the fixed delay, or the given one for measured timings.
         let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;

@@ -65,6 +65,21 @@ impl Counterfactual {
     }
 }
 
+/// The before pass of an arrival on one cluster ([`ClusterState::before_pass`]), not yet turned
+/// into a [`Counterfactual`] ([`ClusterState::after_pass`]).
+#[derive(Debug, Clone)]
+pub struct BeforePass {
+    generation: u64,
+    query: RunningQuery,
+}
+
+impl BeforePass {
+    /// Predicted latency (s) of the arriving query: the same as its counterfactual's.
+    pub fn prediction(&self) -> f64 {
+        self.query.prediction()
+    }
+}
+
 /// The arriving query's running state from its before pass.
 fn finish_before(k: &dyn Kernel, q: QueryFeatures, st: LstmState, parts: Option<EmbedParts>) -> Result<RunningQuery> {
     let head_prefix = k.head_prefix(&st.h)?;
@@ -120,29 +135,66 @@ impl ClusterState {
 
     /// Predict `q` on this cluster and update the running queries, without committing.
     pub fn counterfactual(&self, k: &dyn Kernel, q: QueryFeatures) -> Result<Counterfactual> {
+        if self.running.len() >= PARALLEL_FROM {
+            // Both passes at once: the before pass beside the after-steps' chunks.
+            self.check_arrival(k, &q)?;
+            let q_parts = self.query_parts(k, &q);
+            let (a, b) = rayon::join(|| self.before_of(k, q, q_parts.clone()), || self.all_updates(k, &q, q_parts.as_ref()));
+            return Ok(Counterfactual { generation: self.generation, kernel: k.name(), query: a?, updated: b? });
+        }
+        let before = self.before_pass(k, q)?;
+        self.after_pass(k, before)
+    }
+
+    /// The first half of [`ClusterState::counterfactual`]: the before pass, which gives the arriving
+    /// query's own prediction ([`BeforePass::prediction`]). The running queries are not touched.
+    pub fn before_pass(&self, k: &dyn Kernel, q: QueryFeatures) -> Result<BeforePass> {
         self.check_arrival(k, &q)?;
         let q_parts = self.query_parts(k, &q);
-        let before = || -> Result<RunningQuery> {
-            let xs = self.before_inputs(&q);
-            let st = match &q_parts {
-                Some(qp) => k.before_with_parts(&xs, &self.before_pairs(qp))?,
-                None => k.before(&xs)?,
-            };
-            finish_before(k, q, st, q_parts.clone())
+        Ok(BeforePass { generation: self.generation, query: self.before_of(k, q, q_parts)? })
+    }
+
+    /// The second half: every running query's after-step with the arrival as its newest neighbour.
+    /// `before` must come from this exact state. The steps run on the calling thread, batched
+    /// (a thread outside the pool would otherwise wait for a pool thread to wake, which after
+    /// idle takes longer than the steps themselves; on the pool, the other threads are busy).
+    pub fn after_pass(&self, k: &dyn Kernel, before: BeforePass) -> Result<Counterfactual> {
+        if before.generation != self.generation {
+            return Err(AutoSloError::InvalidConfig("stale before pass: the cluster changed since it was computed".into()));
+        }
+        let updated = self.updates(k, &before.query.query, before.query.parts.as_ref(), &self.running)?;
+        Ok(Counterfactual { generation: self.generation, kernel: k.name(), query: before.query, updated })
+    }
+
+    fn before_of(&self, k: &dyn Kernel, q: QueryFeatures, q_parts: Option<EmbedParts>) -> Result<RunningQuery> {
+        let xs = self.before_inputs(&q);
+        let st = match &q_parts {
+            Some(qp) => k.before_with_parts(&xs, &self.before_pairs(qp))?,
+            None => k.before(&xs)?,
         };
-        let (query, updated) = if self.running.len() >= PARALLEL_FROM {
-            let (a, b) = rayon::join(before, || self.running.par_chunks(CHUNK).map(|rs| self.updates(k, &q, q_parts.as_ref(), rs)).collect::<Result<Vec<_>>>());
-            (a?, b?.into_iter().flatten().collect())
+        finish_before(k, q, st, q_parts)
+    }
+
+    /// After-steps of every running query (in parallel chunks on a large cluster).
+    fn all_updates(&self, k: &dyn Kernel, q: &QueryFeatures, q_parts: Option<&EmbedParts>) -> Result<Vec<(LstmState, f32)>> {
+        if self.running.len() >= PARALLEL_FROM {
+            Ok(self.running.par_chunks(CHUNK).map(|rs| self.updates(k, q, q_parts, rs)).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect())
         } else {
-            (before()?, self.updates(k, &q, q_parts.as_ref(), &self.running)?)
-        };
-        Ok(Counterfactual { generation: self.generation, kernel: k.name(), query, updated })
+            self.updates(k, q, q_parts, &self.running)
+        }
     }
 
     /// [`ClusterState::counterfactual`] on several clusters at once (`qs[i]` is the query's
     /// features on `states[i]`): the before passes run through [`Kernel::before_many`], so the
     /// kernel can batch them. Equal to one `counterfactual` per cluster.
     pub fn counterfactuals(states: &[&ClusterState], k: &dyn Kernel, qs: &[QueryFeatures]) -> Result<Vec<Counterfactual>> {
+        let befores = Self::before_passes(states, k, qs)?;
+        states.iter().zip(befores).map(|(c, b)| c.after_pass(k, b)).collect()
+    }
+
+    /// [`ClusterState::before_pass`] on several clusters at once, batched as in
+    /// [`ClusterState::counterfactuals`].
+    pub fn before_passes(states: &[&ClusterState], k: &dyn Kernel, qs: &[QueryFeatures]) -> Result<Vec<BeforePass>> {
         if states.len() != qs.len() {
             return Err(AutoSloError::InvalidConfig(format!("{} clusters but {} query feature sets", states.len(), qs.len())));
         }
@@ -159,11 +211,7 @@ impl ClusterState {
             .zip(qs)
             .zip(parts)
             .zip(befores)
-            .map(|(((c, q), qp), st)| {
-                let updated = c.updates(k, q, qp.as_ref(), &c.running)?;
-                let query = finish_before(k, *q, st, qp)?;
-                Ok(Counterfactual { generation: c.generation, kernel: k.name(), query, updated })
-            })
+            .map(|(((c, q), qp), st)| Ok(BeforePass { generation: c.generation, query: finish_before(k, *q, st, qp)? }))
             .collect()
     }
 

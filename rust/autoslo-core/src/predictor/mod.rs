@@ -35,7 +35,7 @@ use crate::error::{AutoSloError, Result};
 pub use dataset::{Dataset, DatasetOptions, TraceQuery};
 pub use features::{FeatureOptions, QueryFeatures, FEATURE_VERSION, INTERACTION_DIM};
 pub use iconq::{Kernel, LstmState, NativeKernel};
-pub use incremental::{ArrivalUpdate, ClusterState, Counterfactual, RunningQuery};
+pub use incremental::{ArrivalUpdate, BeforePass, ClusterState, Counterfactual, RunningQuery};
 pub use arrival::{ArrivalCorrection, ArrivalSample};
 pub use stage::Stage;
 
