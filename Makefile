@@ -12,7 +12,7 @@ TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 # The PostgreSQL server programs behind the local Redshift Serverless endpoint (live mode and its tests).
 PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl))
 
-.PHONY: postgres deps build demo test test-rust test-python test-wheel bench bench-ray calibrate models clean-venv
+.PHONY: postgres deps build demo test test-rust test-python test-wheel bench bench-ray bench-route-idle calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ test: build test-rust test-wheel test-python
 bench: deps
 	cargo bench -p autoslo-core --bench emulator
 	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router --bench autoscaler --bench tuner
+
+# Live routing from Python at 8 x 32 running, arrivals back to back, 50 ms and 2 s apart (about 2 min).
+bench-route-idle: build
+	$(PY) benches/route_after_idle.py
 
 # SimulateBatch on rayon and on a local Ray cluster (20 workloads x 15k queries), and Ray's cost per task.
 bench-ray: build
