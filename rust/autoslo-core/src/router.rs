@@ -372,9 +372,8 @@ impl Ctx<'_> {
         cs.iter().zip(&qfs).zip(cfs).map(|((c, qf), cf)| self.candidate(c, self.prediction(c, qf, cf.prediction()), self.before(c)?, cf)).collect()
     }
 
-    /// [`Search::Exhaustive`] over `threads` threads.
-    fn every_cluster(&self, cands: &[ClusterInfo], threads: usize) -> Result<Vec<Candidate>> {
-        let total: usize = cands.iter().map(|c| self.books[&c.id].queries.len()).sum();
+    /// [`Search::Exhaustive`] over `threads` threads (`total`: the queries running on `cands`).
+    fn every_cluster(&self, cands: &[ClusterInfo], threads: usize, total: usize) -> Result<Vec<Candidate>> {
         if !(threads > 1 && total >= 64) {
             return self.chunk(cands);
         }
@@ -477,9 +476,9 @@ impl AutoSloRouter {
         let threads = rayon::current_num_threads().min(cands.len());
         let warm_pool = threads > 1 && total >= 64 && rayon::current_thread_index().is_none() && self.last_end.is_some_and(|t| t.elapsed() < WARM_FOR);
         let out = match self.search {
-            Search::Exhaustive => ctx.every_cluster(&cands, threads),
+            Search::Exhaustive => ctx.every_cluster(&cands, threads, total),
             Search::BranchAndBound => ctx.branch_and_bound(&cands, self.second_key),
-            Search::Auto if warm_pool && self.last_proved_nothing => ctx.every_cluster(&cands, threads),
+            Search::Auto if warm_pool && self.last_proved_nothing => ctx.every_cluster(&cands, threads, total),
             Search::Auto => ctx.branch_and_bound(&cands, self.second_key),
         }?;
         self.last_proved_nothing = out.len() == cands.len();
