@@ -1,12 +1,14 @@
 //! Latency Predictor benches: one incremental arrival with N running queries (the paper's Figure 7b
 //! anchor: ≤ 40 ms there, ≤ 1 ms our goal at 300), and the per-call cost of one LSTM step through
-//! libtorch (tch) against the native kernel.
+//! libtorch (tch) against the native kernel, and one evaluation of the gradient-boosted trees
+//! behind Stage and the at-arrival correction (complete layout against the exported one).
 //!
 //! Uses the bundled Iconq+ model (`python/autoslo/models/iconq_plus`). Run with `make bench`.
 
 use std::path::PathBuf;
 
 use autoslo_core::catalog::QueryText;
+use autoslo_core::predictor::trees::{TreeJson, Trees};
 use autoslo_core::predictor::{Backend, Kernel, Predictor, INTERACTION_DIM};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -54,5 +56,42 @@ fn per_call(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, arrival, per_call);
+/// The bundled trees of `file` (`arrival.json`: the at-arrival correction, `stage.json`: Stage).
+fn trees(file: &str) -> (Trees, usize) {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        base_score: f32,
+        features: Vec<String>,
+        trees: Vec<TreeJson>,
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus").join(file);
+    let d: Doc = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    (Trees::new(d.base_score, &d.trees, d.features.len(), file).unwrap(), d.features.len())
+}
+
+fn tree_eval(c: &mut Criterion) {
+    let mut g = c.benchmark_group("trees");
+    for file in ["arrival.json", "stage.json"] {
+        let (t, dim) = trees(file);
+        // Inputs that vary from call to call, as the router's do.
+        let mut rng = autoslo_core::rng::Rng::new(1);
+        let xs: Vec<Vec<f32>> = (0..64).map(|_| (0..dim).map(|_| (rng.uniform() * 6.0) as f32).collect()).collect();
+        let mut i = 0;
+        g.bench_function(BenchmarkId::new("complete", file), |b| {
+            b.iter(|| {
+                i = (i + 1) % xs.len();
+                t.eval(black_box(&xs[i]))
+            })
+        });
+        g.bench_function(BenchmarkId::new("walk", file), |b| {
+            b.iter(|| {
+                i = (i + 1) % xs.len();
+                t.walk(black_box(&xs[i]))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, arrival, per_call, tree_eval);
 criterion_main!(benches);

@@ -514,6 +514,12 @@ impl AutoSloRouter {
         self.books.books.keys().copied()
     }
 
+    /// The incremental Iconq+ state the router keeps of cluster `id` (its running queries as of the
+    /// last decision), if it keeps books for it.
+    pub fn cluster_model(&self, id: ClusterId) -> Option<&ClusterState> {
+        self.books.books.get(&id).and_then(|b| b.model.as_ref())
+    }
+
     /// The latency predictor behind the router.
     pub fn predictor(&self) -> &Predictor {
         &self.predictor

@@ -63,6 +63,48 @@ fn algorithm1_avoids_the_loaded_cluster_and_guards_predictions() {
     assert!(r.route(60.0, &q(102, 60.0, 1.0), &[]).is_err(), "no clusters");
 }
 
+/// The AutoSLO router behind a wrapper that hides it, so the simulator computes every arrival itself.
+struct Hidden(AutoSloRouter);
+
+impl Router for Hidden {
+    fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> crate::error::Result<ClusterId> {
+        self.0.route(now, query, clusters)
+    }
+    fn observe(&mut self, now: f64, event: &crate::control::Event<'_>) {
+        self.0.observe(now, event)
+    }
+    fn name(&self) -> &str {
+        "hidden"
+    }
+}
+
+#[test]
+fn simulator_copying_the_routers_arrivals_equals_computing_them() {
+    let p = model();
+    // Busy enough that clusters run past 48 queries (the parallel counterfactual path).
+    let w = base_workload(1.0, 3, &SloTable::paper(2.0).unwrap()).unwrap();
+    let cfg = SimulatorConfig::default();
+    for search in [Search::BranchAndBound, Search::Exhaustive] {
+        let copied = simulate(&p, &w, &[8, 16], &mut AutoSloRouter::new(p.clone(), cfg.billing).with_search(search), &mut StaticScaler, cfg).unwrap();
+        let computed = simulate(&p, &w, &[8, 16], &mut Hidden(AutoSloRouter::new(p.clone(), cfg.billing).with_search(search)), &mut StaticScaler, cfg).unwrap();
+        assert_eq!(copied, computed, "{search:?}");
+    }
+    // Every arrival is copied from the AutoSLO router on the same model, none otherwise: from the
+    // hidden router, or from another load of the same model (which gives the same trace).
+    let other = model();
+    assert!(p.same_model(&p.clone()) && !p.same_model(&other));
+    let copies = |r: &mut dyn Router| {
+        let mut sim = WorkloadSimulator::new(&p, &w, &[8, 16], cfg).unwrap();
+        sim.run_until(f64::INFINITY, r, &mut StaticScaler).unwrap();
+        (sim.arrivals_copied(), sim.finish(r, &mut StaticScaler).unwrap())
+    };
+    let (n_same, same) = copies(&mut AutoSloRouter::new(p.clone(), cfg.billing));
+    let (n_hidden, _) = copies(&mut Hidden(AutoSloRouter::new(p.clone(), cfg.billing)));
+    let (n_other, with_other) = copies(&mut AutoSloRouter::new(other, cfg.billing));
+    assert_eq!((n_same, n_hidden, n_other), (w.len(), 0, 0));
+    assert_eq!(same, with_other);
+}
+
 #[test]
 fn simulator_completes_everything_and_forks_identically() {
     let p = model();

@@ -78,6 +78,8 @@ pub struct WorkloadSimulator<'a> {
     clusters: Vec<SimCluster>,
     rows: Vec<Option<TraceRow>>,
     started: bool,
+    /// Arrivals whose Iconq+ update was copied from the router's state ([`WorkloadSimulator::admit`]).
+    copied: usize,
 }
 
 impl<'a> WorkloadSimulator<'a> {
@@ -87,7 +89,7 @@ impl<'a> WorkloadSimulator<'a> {
         if !(cfg.spinup_s >= 0.0 && cfg.teardown_s >= 0.0) {
             return Err(AutoSloError::out_of_range("spinup/teardown time", "≥ 0 s", format!("{}/{}", cfg.spinup_s, cfg.teardown_s)));
         }
-        let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false };
+        let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false, copied: 0 };
         for &size in initial {
             s.add_cluster(size, 0.0, true, "initial")?;
         }
@@ -112,6 +114,12 @@ impl<'a> WorkloadSimulator<'a> {
     /// Queries that arrived so far.
     pub fn arrived(&self) -> usize {
         self.next_q
+    }
+
+    /// Arrivals so far whose Iconq+ update was copied from the AutoSLO router's state rather than
+    /// computed again (all of them when the router is the AutoSLO router on the same model).
+    pub fn arrivals_copied(&self) -> usize {
+        self.copied
     }
 
     fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
@@ -261,7 +269,7 @@ impl<'a> WorkloadSimulator<'a> {
                 self.deliver(now, Event::Arrival { query: q }, router, scaler)?;
                 let infos = self.infos();
                 let cid = router.route(now, q, &infos)?;
-                self.admit(cid, k, now)?;
+                self.admit(cid, k, now, &*router)?;
                 let infos = self.infos();
                 let actions = scaler.on_event(now, &Event::Routed { query: q, cluster: cid }, &infos, &*router);
                 for e in self.apply(actions, now)? {
@@ -272,7 +280,10 @@ impl<'a> WorkloadSimulator<'a> {
         Ok(true)
     }
 
-    fn admit(&mut self, cid: ClusterId, qi: usize, now: f64) -> Result<()> {
+    /// Place query `qi` on cluster `cid`. When `router` is the AutoSLO router on this very model, its
+    /// state of `cid` already holds the arrival (Algorithm 1 computed it to decide): it is copied
+    /// ([`ClusterState::copy_arrival`]) instead of computed again.
+    fn admit(&mut self, cid: ClusterId, qi: usize, now: f64, router: &dyn Router) -> Result<()> {
         let q = &self.workload.queries()[qi];
         let c = self.clusters.get_mut(cid as usize).ok_or_else(|| AutoSloError::InvalidAction(format!("router chose unknown cluster {cid}")))?;
         if !matches!(c.info.state, Lifecycle::Ready | Lifecycle::Starting) {
@@ -283,7 +294,14 @@ impl<'a> WorkloadSimulator<'a> {
         let f = self.predictor.query(q.id, q.text, now, c.info.size)?;
         let stage_s = f.stage_s;
         let running_before = c.running.len();
-        let u = c.model.add_arrival(self.predictor.kernel(), f)?;
+        let routed = router.as_autoslo().filter(|r| r.predictor().same_model(self.predictor)).and_then(|r| r.cluster_model(cid));
+        let u = match routed.and_then(|m| c.model.copy_arrival(m, &f)) {
+            Some(u) => {
+                self.copied += 1;
+                u
+            }
+            None => c.model.add_arrival(self.predictor.kernel(), f)?,
+        };
         for (r, (_, p)) in c.running.iter_mut().zip(&u.updated) {
             // Monotonicity guard: a later arrival never makes a running query faster, and it has already run this long.
             r.prediction = r.prediction.max(*p + r.wait).max(now - r.arrival);

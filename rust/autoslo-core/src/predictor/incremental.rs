@@ -295,6 +295,33 @@ impl ClusterState {
         Ok(ArrivalUpdate { prediction, updated })
     }
 
+    /// Take the arrival of `q` that `other` already committed, instead of computing it again: `other`
+    /// must be this state plus that one arrival (the same size and feature options, the same running
+    /// queries in the same order, then the new query), computed by the same model. The router
+    /// and the Workload Simulator both keep a cluster's state; the simulator copies the router's
+    /// committed counterfactual this way (N state copies instead of 2N + 1 LSTM steps).
+    /// Returns `None`, leaving this state untouched, when `other` is not this state plus one
+    /// arrival; the caller then computes the arrival itself ([`ClusterState::add_arrival`]).
+    pub fn copy_arrival(&mut self, other: &ClusterState, q: &QueryFeatures) -> Option<ArrivalUpdate> {
+        let (new, prior) = other.running.split_last()?;
+        let same_queries = new.query == *q && prior.len() == self.running.len() && prior.iter().zip(&self.running).all(|(a, b)| a.query.id == b.query.id);
+        let same_kernel = self.running.is_empty() || self.kernel == other.kernel;
+        if !(same_queries && same_kernel && self.size == other.size && self.opts == other.opts) {
+            return None;
+        }
+        let mut updated = Vec::with_capacity(prior.len());
+        for (r, o) in self.running.iter_mut().zip(prior) {
+            r.after.h.clone_from(&o.after.h);
+            r.after.c.clone_from(&o.after.c);
+            r.ln_pred = o.ln_pred;
+            updated.push((r.query.id, r.prediction()));
+        }
+        self.running.push(new.clone());
+        self.kernel = other.kernel;
+        self.generation += 1;
+        Some(ArrivalUpdate { prediction: new.prediction(), updated })
+    }
+
     /// A running query finished: drop it (its effect on the others' predictions stays, as it overlapped them).
     pub fn complete(&mut self, id: u64) -> Result<RunningQuery> {
         let pos = self.running.iter().position(|r| r.query.id == id).ok_or_else(|| AutoSloError::InvalidAction(format!("query {id} is not running on this cluster")))?;
@@ -395,5 +422,37 @@ mod tests {
         assert!(s.counterfactual(&k, q(2, 3.0)).is_err(), "duplicate id");
         assert!(s.complete(42).is_err());
         assert!(ClusterState::new(0, FeatureOptions { size_features: true }).is_err());
+    }
+
+    #[test]
+    fn copying_a_committed_arrival_equals_computing_it() {
+        let k = NativeKernel::from_named(&random_params(8, 6, 5, 3), "t").unwrap();
+        let opts = FeatureOptions { size_features: true };
+        // 60 running: the counterfactual takes the parallel path past PARALLEL_FROM.
+        let mut mine = ClusterState::new(16, opts).unwrap();
+        for i in 0..60 {
+            mine.add_arrival(&k, q(i, i as f64 * 0.5)).unwrap();
+        }
+        mine.complete(7).unwrap();
+        let mut theirs = mine.clone();
+        let arrival = q(100, 40.0);
+        let want = theirs.add_arrival(&k, arrival).unwrap();
+        let mut computed = mine.clone();
+        assert_eq!(computed.add_arrival(&k, arrival).unwrap(), want);
+        // Not this state plus the arrival: refused, nothing touched.
+        let untouched = mine.clone();
+        assert!(mine.copy_arrival(&theirs, &q(101, 40.0)).is_none(), "another query");
+        assert!(mine.copy_arrival(&untouched, &arrival).is_none(), "no arrival committed");
+        let mut other_size = ClusterState::new(32, opts).unwrap();
+        assert!(other_size.copy_arrival(&theirs, &arrival).is_none(), "another cluster");
+        let mut fewer = mine.clone();
+        fewer.complete(8).unwrap();
+        assert!(fewer.copy_arrival(&theirs, &arrival).is_none(), "another set of running queries");
+        assert_eq!(mine.running(), untouched.running());
+        // The copy: the same update and the same state as computing it.
+        assert_eq!(mine.copy_arrival(&theirs, &arrival).unwrap(), want);
+        assert_eq!(mine.running(), computed.running());
+        // It stays usable: the next arrival computes on the copied state as on the computed one.
+        assert_eq!(mine.add_arrival(&k, q(101, 41.0)).unwrap(), computed.add_arrival(&k, q(101, 41.0)).unwrap());
     }
 }

@@ -227,6 +227,17 @@ impl Predictor {
         Ok(worst)
     }
 
+    /// Whether `other` is this very loaded model (clones of one [`Predictor::load`] with the same
+    /// backend): cluster states one of them computed are the other's too.
+    pub fn same_model(&self, other: &Predictor) -> bool {
+        let same_arrival = match (&self.arrival, &other.arrival) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        Arc::ptr_eq(&self.native, &other.native) && Arc::ptr_eq(&self.stage, &other.stage) && same_arrival && self.backend == other.backend
+    }
+
     /// The kernel chosen at load time.
     pub fn kernel(&self) -> &dyn Kernel {
         match self.backend {

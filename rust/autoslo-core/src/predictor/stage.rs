@@ -7,12 +7,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::features::{plan_features, FEATURE_VERSION, PLAN_DIM};
 use super::trees::{check_format, load_json, TreeJson, Trees};
-use crate::catalog::QueryText;
+use crate::catalog::{QueryText, NUM_INSTANCES, NUM_TEMPLATES};
 use crate::error::{AutoSloError, Result};
 
 /// Format tag and version of `stage.json`.
@@ -38,6 +40,36 @@ struct StageJson {
 pub struct Stage {
     trees: Trees,
     cache: BTreeMap<(u16, u16, u32), f64>,
+    memo: Memo,
+}
+
+/// Sizes the memo holds: powers of two from 1 to 2^(MEMO_SIZES − 1) RPU.
+const MEMO_SIZES: usize = 11;
+
+/// [`Stage::estimate`] remembered per catalog query text and power-of-two size, filled on first
+/// use (0 until then: estimates are positive). An estimate is a pure function of its key, so
+/// threads that race on an entry store the same bits. The router asks Stage for the routed query
+/// on every cluster it evaluates; the remembered value is one load instead of a tree walk.
+#[derive(Clone)]
+struct Memo(Arc<[AtomicU64]>);
+
+impl Memo {
+    fn new() -> Self {
+        Self((0..NUM_TEMPLATES as usize * NUM_INSTANCES as usize * MEMO_SIZES).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// The entry of a key, if the memo covers it.
+    fn slot(&self, text: QueryText, rpu: u32) -> Option<&AtomicU64> {
+        let (t, i, s) = (text.template as usize, text.instance as usize, rpu.trailing_zeros() as usize);
+        let covered = (1..=NUM_TEMPLATES as usize).contains(&t) && (1..=NUM_INSTANCES as usize).contains(&i) && rpu.is_power_of_two() && s < MEMO_SIZES;
+        covered.then(|| &self.0[((t - 1) * NUM_INSTANCES as usize + (i - 1)) * MEMO_SIZES + s])
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Memo({} of {} filled)", self.0.iter().filter(|a| a.load(Ordering::Relaxed) != 0).count(), self.0.len())
+    }
 }
 
 impl Stage {
@@ -68,7 +100,7 @@ impl Stage {
             }
             cache.insert((t, i, rpu), mean);
         }
-        Ok(Self { trees, cache })
+        Ok(Self { trees, cache, memo: Memo::new() })
     }
 
     /// Tree inputs of a query on `rpu`.
@@ -93,10 +125,18 @@ impl Stage {
 
     /// ℓ̂: the measured mean if the (template, instance, size) was measured, else the tree estimate.
     pub fn estimate(&self, text: QueryText, rpu: u32) -> Result<f64> {
-        match self.cache.get(&(text.template, text.instance, rpu)) {
-            Some(&m) => Ok(m),
-            None => self.model_estimate(text, rpu),
+        let slot = self.memo.slot(text, rpu);
+        if let Some(bits) = slot.map(|a| a.load(Ordering::Relaxed)).filter(|&b| b != 0) {
+            return Ok(f64::from_bits(bits));
         }
+        let e = match self.cache.get(&(text.template, text.instance, rpu)) {
+            Some(&m) => m,
+            None => self.model_estimate(text, rpu)?,
+        };
+        if let Some(a) = slot {
+            a.store(e.to_bits(), Ordering::Relaxed);
+        }
+        Ok(e)
     }
 
     /// Whether the cache holds a measurement for this query and size.
@@ -137,6 +177,24 @@ mod tests {
         assert_eq!(s.estimate(t, 4).unwrap(), 42.0);
         assert!(s.is_cached(t, 4) && !s.is_cached(t, 8));
         assert!(s.estimate(t, 0).is_err());
+    }
+
+    #[test]
+    fn remembered_estimates_equal_computed_ones() {
+        let s = Stage::from_json(&tiny("[1,1,4,42.0,2]"), "test").unwrap();
+        let t = QueryText { template: 1, instance: 1 };
+        let far = QueryText { template: 1, instance: NUM_INSTANCES + 5 };
+        // Covered and measured, covered and modelled, sizes and instances the memo leaves out.
+        let keys = [(t, 4), (t, 16), (t, 1), (t, 1024), (t, 2048), (t, 24), (far, 16)];
+        for round in 0..2 {
+            for &(text, rpu) in &keys {
+                let want = s.cache.get(&(text.template, text.instance, rpu)).copied().unwrap_or_else(|| s.model_estimate(text, rpu).unwrap());
+                assert_eq!(s.estimate(text, rpu).unwrap().to_bits(), want.to_bits(), "round {round}, {text:?} on {rpu}");
+            }
+        }
+        assert!(s.memo.slot(t, 16).is_some() && s.memo.slot(t, 24).is_none() && s.memo.slot(far, 16).is_none() && s.memo.slot(t, 2048).is_none());
+        assert_eq!(format!("{:?}", s.memo), format!("Memo(4 of {} filled)", NUM_TEMPLATES as usize * NUM_INSTANCES as usize * MEMO_SIZES));
+        assert!(s.estimate(QueryText { template: 0, instance: 1 }, 16).is_err());
     }
 
     #[test]
