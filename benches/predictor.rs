@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 
 use autoslo_core::catalog::QueryText;
-use autoslo_core::predictor::trees::{TreeJson, Trees};
+use autoslo_core::predictor::arrival::ARRIVAL_DIM;
+use autoslo_core::predictor::stage::STAGE_DIM;
 use autoslo_core::predictor::{Backend, Kernel, Predictor, INTERACTION_DIM};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -56,34 +57,22 @@ fn per_call(c: &mut Criterion) {
     g.finish();
 }
 
-/// The bundled trees of `file` (`arrival.json`: the at-arrival correction, `stage.json`: Stage).
-fn trees(file: &str) -> (Trees, usize) {
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        base_score: f32,
-        features: Vec<String>,
-        trees: Vec<TreeJson>,
-    }
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus").join(file);
-    let d: Doc = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    (Trees::new(d.base_score, &d.trees, d.features.len(), file).unwrap(), d.features.len())
-}
-
 fn tree_eval(c: &mut Criterion) {
+    let p = model();
+    let arrival = p.arrival.as_deref().expect("the bundled model has an at-arrival correction");
     let mut g = c.benchmark_group("trees");
-    for file in ["arrival.json", "stage.json"] {
-        let (t, dim) = trees(file);
+    for (name, t, dim) in [("arrival", arrival.trees(), ARRIVAL_DIM), ("stage", p.stage.trees(), STAGE_DIM)] {
         // Inputs that vary from call to call, as the router's do.
         let mut rng = autoslo_core::rng::Rng::new(1);
         let xs: Vec<Vec<f32>> = (0..64).map(|_| (0..dim).map(|_| (rng.uniform() * 6.0) as f32).collect()).collect();
         let mut i = 0;
-        g.bench_function(BenchmarkId::new("complete", file), |b| {
+        g.bench_function(BenchmarkId::new("complete", name), |b| {
             b.iter(|| {
                 i = (i + 1) % xs.len();
                 t.eval(black_box(&xs[i]))
             })
         });
-        g.bench_function(BenchmarkId::new("walk", file), |b| {
+        g.bench_function(BenchmarkId::new("walk", name), |b| {
             b.iter(|| {
                 i = (i + 1) % xs.len();
                 t.walk(black_box(&xs[i]))

@@ -85,6 +85,11 @@ impl ArrivalCorrection {
     pub fn num_trees(&self) -> usize {
         self.trees.len()
     }
+
+    /// The tree ensemble (for benches and inspection).
+    pub fn trees(&self) -> &Trees {
+        &self.trees
+    }
 }
 
 /// One routed-at-arrival observation from a trace replay.

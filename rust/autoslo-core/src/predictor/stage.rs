@@ -148,6 +148,11 @@ impl Stage {
         self.trees.len()
     }
 
+    /// The tree ensemble (for benches and inspection).
+    pub fn trees(&self) -> &Trees {
+        &self.trees
+    }
+
     pub fn cache_len(&self) -> usize {
         self.cache.len()
     }

@@ -267,32 +267,27 @@ mod tests {
     /// A random tree of irregular shape, at most `max_depth` deep, in the exported layout.
     fn random_tree(rng: &mut Rng, dim: usize, max_depth: usize) -> TreeJson {
         let mut t = TreeJson { split: vec![], threshold: vec![], left: vec![], right: vec![], default_left: vec![], value: vec![] };
+        // A leaf with value 0, turned into a split or given a value when its turn comes.
+        let push = |t: &mut TreeJson| {
+            t.split.push(-1);
+            t.threshold.push(0.0);
+            t.left.push(0);
+            t.right.push(0);
+            t.default_left.push(false);
+            t.value.push(0.0);
+            t.split.len() - 1
+        };
         // Breadth first, so children come after their parent.
-        let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
-        t.split.push(0);
-        t.threshold.push(0.0);
-        t.left.push(0);
-        t.right.push(0);
-        t.default_left.push(false);
-        t.value.push(0.0);
+        let mut queue = std::collections::VecDeque::from([(push(&mut t), 0usize)]);
         while let Some((k, d)) = queue.pop_front() {
             if d < max_depth && (d == 0 || rng.uniform() < 0.7) {
                 t.split[k] = rng.below(dim) as i32;
                 t.threshold[k] = (rng.uniform() * 2.0 - 1.0) as f32;
                 t.default_left[k] = rng.uniform() < 0.5;
-                for side in 0..2 {
-                    let c = t.split.len();
-                    if side == 0 { t.left[k] = c as u32 } else { t.right[k] = c as u32 }
-                    t.split.push(-1);
-                    t.threshold.push(0.0);
-                    t.left.push(0);
-                    t.right.push(0);
-                    t.default_left.push(false);
-                    t.value.push(0.0);
-                    queue.push_back((c, d + 1));
-                }
+                let (l, r) = (push(&mut t), push(&mut t));
+                (t.left[k], t.right[k]) = (l as u32, r as u32);
+                queue.extend([(l, d + 1), (r, d + 1)]);
             } else {
-                t.split[k] = -1;
                 t.value[k] = rng.normal() as f32;
             }
         }
