@@ -223,7 +223,8 @@ pub struct NativeKernel {
     head2_b: f32,
     /// AVX2 and FMA were detected at run time.
     simd: Simd,
-    /// AVX-512F was detected too: after-steps run eight queries per weight read (see [`avx512`]).
+    /// AVX-512F was detected too: after-steps, and before passes in lockstep, run eight queries
+    /// per weight read (see [`avx512`]).
     avx512: bool,
 }
 
@@ -233,8 +234,9 @@ pub enum Simd {
     /// Whatever the compile target guarantees (SSE2 on x86-64).
     Portable,
     /// AVX2 + FMA: 8 lanes, fused multiply-add. AVX-512 is used only where it measured faster
-    /// on our machines: the eight-query after-step GEMM (`NativeKernel::avx512`); 512-bit single
-    /// steps and four-query batches were no faster than AVX2.
+    /// on our machines: the eight-query GEMM of the after-steps and of before passes in
+    /// lockstep (`NativeKernel::avx512`); 512-bit single steps and four-query batches were no
+    /// faster than AVX2.
     Avx2Fma,
 }
 
@@ -318,7 +320,7 @@ impl MulAdd for Fused {
     }
 }
 
-/// The AVX-512 batched GEMM of the after-steps.
+/// The AVX-512 batched GEMM of the after-steps and of before passes in lockstep.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
@@ -759,6 +761,55 @@ impl NativeKernel {
         }
     }
 
+    /// Before passes in lockstep with 512-bit registers: groups of more than [`BATCH`] sequences
+    /// take one eight-lane step (one weight read, [`avx512::gemm8`]) while they all have inputs,
+    /// lanes beyond the group's padded with zeros and discarded; smaller groups, and each
+    /// sequence's steps beyond the group's shortest, go through the AVX2 path. Lanes are
+    /// independent, and the GEMM does each output's multiply-adds in the AVX2 order, so every
+    /// state equals its one-at-a-time pass to the bit.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn before_lockstep_512(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
+        let mut s = Scratch::new(self);
+        for (group, sts) in seqs.chunks(BATCH_WIDE).zip(out.chunks_mut(BATCH_WIDE)) {
+            let m = group.len();
+            if m <= BATCH {
+                self.before_lockstep::<Fused>(group, sts);
+                continue;
+            }
+            let common = group.iter().map(|q| q.0.len()).min().unwrap_or(0);
+            let all_parts = group.iter().all(|q| q.1.is_some());
+            // Padding lanes stay zero: `batch_inputs` writes only the group's lanes.
+            s.v.clear();
+            let mut xs = [[0f32; INTERACTION_DIM]; BATCH_WIDE];
+            for t in 0..common {
+                for (x, q) in xs.iter_mut().zip(group) {
+                    *x = q.0[t];
+                }
+                let pairs: Option<[(&EmbedParts, &EmbedParts); BATCH_WIDE]> = all_parts.then(|| std::array::from_fn(|b| group[b.min(m - 1)].1.expect("checked: all sequences have parts")[t]));
+                self.batch_inputs::<Fused, BATCH_WIDE>(&xs[..m], pairs.as_ref().map(|p| &p[..m]), sts, &mut s);
+                avx512::gemm8(&self.before.w_t, &self.before.w_pack_wide, 4 * self.hidden, &s.v, &self.before.b, &mut s.gb);
+                self.activate_batch::<Fused>(sts, &mut s.gb);
+            }
+            for (q, st) in group.iter().zip(sts.iter_mut()) {
+                for t in common..q.0.len() {
+                    self.step::<Fused>(&self.before, &q.0[t], q.1.map(|p| p[t]), st, &mut s);
+                }
+            }
+        }
+    }
+
+    /// Before passes in lockstep with the widest instruction set the CPU has.
+    fn before_lockstep_widest(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx512 {
+            // SAFETY: `avx512` is set only if `detect_avx512` found AVX-512F, AVX2 and FMA on this
+            // CPU, which is exactly what the entry point is compiled for.
+            return unsafe { self.before_lockstep_512(seqs, out) };
+        }
+        self.before_lockstep_dispatch(seqs, out);
+    }
+
     #[inline(always)]
     fn run<M: MulAdd>(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, st: &mut LstmState) {
         let mut s = Scratch::new(self);
@@ -940,7 +991,7 @@ impl Kernel for NativeKernel {
             }
         }
         let mut out = vec![LstmState::zeros(self.hidden); seqs.len()];
-        self.before_lockstep_dispatch(seqs, &mut out);
+        self.before_lockstep_widest(seqs, &mut out);
         Ok(out)
     }
 
@@ -1084,6 +1135,33 @@ pub(crate) mod tests {
         k.after_steps(&xs, &mut a).unwrap();
         narrow.after_steps(&xs, &mut b).unwrap();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn wide_lockstep_before_passes_equal_one_at_a_time() {
+        let k = NativeKernel::from_named(&random_params(16, 12, 8, 11), "test").unwrap();
+        let narrow = k.without_avx512();
+        let mut r = Rng::new(5);
+        // 19 ragged sequences: groups of eight (wide where the CPU has AVX-512), then three; and
+        // 14: eight, then six in a padded wide group.
+        let lens = [9usize, 7, 12, 7, 8, 10, 9, 11, 6, 13, 7, 9, 8, 10, 5, 9, 7, 12, 6];
+        let xs: Vec<Vec<[f32; INTERACTION_DIM]>> = lens.iter().map(|&n| (0..n).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect()).collect();
+        let parts: Vec<Vec<EmbedParts>> = lens.iter().map(|&n| (0..=n).map(|_| k.embed_parts(&std::array::from_fn(|_| (r.uniform() * 2.0 - 1.0) as f32)).unwrap()).collect()).collect();
+        let pairs: Vec<Vec<(&EmbedParts, &EmbedParts)>> = parts.iter().map(|p| (1..p.len()).map(|i| (&p[0], &p[i])).collect()).collect();
+        for n in [19, 14] {
+            for with_parts in [false, true] {
+                let seqs: Vec<Seq<'_>> = xs[..n].iter().zip(&pairs).map(|(x, p)| (x.as_slice(), with_parts.then_some(p.as_slice()))).collect();
+                let many = k.before_many(&seqs).unwrap();
+                assert_eq!(many, narrow.before_many(&seqs).unwrap(), "{n} sequences, parts: {with_parts}");
+                for (i, ((x, p), st)) in seqs.iter().zip(&many).enumerate() {
+                    let one = match p {
+                        Some(p) => k.before_with_parts(x, p).unwrap(),
+                        None => k.before(x).unwrap(),
+                    };
+                    assert_eq!(*st, one, "sequence {i} of {n}, parts: {with_parts}");
+                }
+            }
+        }
     }
 
     #[test]
