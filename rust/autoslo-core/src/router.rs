@@ -317,40 +317,60 @@ impl Ctx<'_> {
     /// others that its figures do not already rule out then run together (line 5's single
     /// batch), and each is bounded against the best so far in id order. Bounding against an
     /// earlier best is sound: a later best only replaced it by being strictly better.
-    fn branch_and_bound(&self, cands: &[ClusterInfo], second: SecondKey) -> Result<Vec<Candidate>> {
-        let Some((first, rest)) = cands.split_first() else { return Ok(Vec::new()) };
+    ///
+    /// With `together`, when the kernel steps that many before passes together
+    /// ([`Kernel::lockstep_width`](crate::predictor::iconq::Kernel::lockstep_width)), every
+    /// cluster's before pass runs in that one batch first, the first cluster's included: the
+    /// bounds and the decision are the same, and the batch costs about what the others' alone
+    /// would. Returns the candidates evaluated in full, and whether the first cluster's figures
+    /// ruled out another cluster before its before pass (then `together` computed passes in vain).
+    fn branch_and_bound(&self, cands: &[ClusterInfo], second: SecondKey, together: bool) -> Result<(Vec<Candidate>, bool)> {
+        let Some((first, rest)) = cands.split_first() else { return Ok((Vec::new(), false)) };
         let k = self.p.kernel();
-        let qf = self.features(first)?;
-        let model = self.model(first);
-        let cf = model.after_pass(k, model.before_pass(k, qf)?)?;
+        let batch = if together && cands.len() <= k.lockstep_width() { cands } else { std::slice::from_ref(first) };
+        let qfs: Vec<QueryFeatures> = batch.iter().map(|c| self.features(c)).collect::<Result<_>>()?;
+        let models: Vec<&ClusterState> = batch.iter().map(|c| self.model(c)).collect();
+        let mut early = ClusterState::before_passes(&models, k, &qfs)?.into_iter();
+        let cf = models[0].after_pass(k, early.next().expect("one before pass per cluster"))?;
         let mut out: Vec<Candidate> = Vec::with_capacity(cands.len());
-        out.push(self.candidate(first, self.prediction(first, &qf, cf.prediction()), self.before(first)?, cf)?);
+        out.push(self.candidate(first, self.prediction(first, &qfs[0], cf.prediction()), self.before(first)?, cf)?);
         let mut best = 0;
         // The bound without a before pass: billed until the cluster drains as it is (an idle
         // cluster: its minimum), no new violation.
         let mut open = Vec::with_capacity(rest.len());
-        for c in rest {
+        for (i, c) in rest.iter().enumerate() {
+            let bp = early.next();
             let before = self.before(c)?;
             let drain = self.books[&c.id].drain_at(self.now);
             if could_beat(0, self.cost_bound(c, before.1, drain)?, 0.0, &out[best], second) {
-                open.push((c, before, drain, self.features(c)?));
+                let qf = match qfs.get(i + 1) {
+                    Some(qf) => *qf,
+                    None => self.features(c)?,
+                };
+                open.push((c, before, drain, qf, bp));
             }
         }
-        let models: Vec<&ClusterState> = open.iter().map(|(c, ..)| self.model(c)).collect();
-        let qfs: Vec<QueryFeatures> = open.iter().map(|o| o.3).collect();
-        for ((c, before, drain, qf), bp) in open.iter().zip(ClusterState::before_passes(&models, k, &qfs)?) {
-            let prediction = self.prediction(c, qf, bp.prediction());
+        let pruned = open.len() < rest.len();
+        let late: Vec<usize> = (0..open.len()).filter(|&i| open[i].4.is_none()).collect();
+        let models: Vec<&ClusterState> = late.iter().map(|&i| self.model(open[i].0)).collect();
+        let qfs: Vec<QueryFeatures> = late.iter().map(|&i| open[i].3).collect();
+        for (i, bp) in late.into_iter().zip(ClusterState::before_passes(&models, k, &qfs)?) {
+            open[i].4 = Some(bp);
+        }
+        for (c, before, drain, qf, bp) in open {
+            let bp = bp.expect("every open cluster has its before pass");
+            let prediction = self.prediction(c, &qf, bp.prediction());
             let v_bound = i64::from(prediction * self.h > self.query.slo);
             if !could_beat(v_bound, self.cost_bound(c, before.1, drain.max(self.now + prediction))?, prediction, &out[best], second) {
                 continue;
             }
-            let cand = self.candidate(c, prediction, *before, self.model(c).after_pass(k, bp)?)?;
+            let cand = self.candidate(c, prediction, before, self.model(c).after_pass(k, bp)?)?;
             if could_beat(cand.delta_violations, cand.delta_cost, cand.prediction, &out[best], second) {
                 best = out.len();
             }
             out.push(cand);
         }
-        Ok(out)
+        Ok((out, pruned))
     }
 
     /// A lower bound of Δ cost on `c`: the arrival, and the cluster drained no earlier than `drain`.
@@ -422,6 +442,9 @@ pub struct AutoSloRouter {
     /// When the last decision ended, and whether it evaluated every cluster in full (for [`Search::Auto`]).
     last_end: Option<Instant>,
     last_proved_nothing: bool,
+    /// Whether the last branch and bound ruled out a cluster before its before pass; if not, the
+    /// next one runs every before pass in one batch (see [`Ctx::branch_and_bound`]).
+    last_pruned_early: bool,
     /// The candidates of the last decision (for inspection and tests; branch and bound leaves out
     /// the clusters it proved cannot be chosen).
     pub last: Vec<Candidate>,
@@ -429,7 +452,7 @@ pub struct AutoSloRouter {
 
 impl AutoSloRouter {
     pub fn new(predictor: Predictor, billing: BillingPolicy) -> Self {
-        Self { predictor, billing, slo_headroom: DEFAULT_SLO_HEADROOM, second_key: SecondKey::Cost, books: Books::default(), search: Search::default(), last_end: None, last_proved_nothing: false, last: Vec::new() }
+        Self { predictor, billing, slo_headroom: DEFAULT_SLO_HEADROOM, second_key: SecondKey::Cost, books: Books::default(), search: Search::default(), last_end: None, last_proved_nothing: false, last_pruned_early: false, last: Vec::new() }
     }
 
     /// Count a query as a predicted violator when prediction × `headroom` > SLO (≥ 1; 1 is
@@ -475,11 +498,14 @@ impl AutoSloRouter {
         let total: usize = cands.iter().map(|c| ctx.books[&c.id].queries.len()).sum();
         let threads = rayon::current_num_threads().min(cands.len());
         let warm_pool = threads > 1 && total >= 64 && rayon::current_thread_index().is_none() && self.last_end.is_some_and(|t| t.elapsed() < WARM_FOR);
+        let bnb = |together| ctx.branch_and_bound(&cands, self.second_key, together);
         let out = match self.search {
             Search::Exhaustive => ctx.every_cluster(&cands, threads, total),
-            Search::BranchAndBound => ctx.branch_and_bound(&cands, self.second_key),
             Search::Auto if warm_pool && self.last_proved_nothing => ctx.every_cluster(&cands, threads, total),
-            Search::Auto => ctx.branch_and_bound(&cands, self.second_key),
+            Search::BranchAndBound | Search::Auto => bnb(!self.last_pruned_early).map(|(out, pruned)| {
+                self.last_pruned_early = pruned;
+                out
+            }),
         }?;
         self.last_proved_nothing = out.len() == cands.len();
         self.last_end = Some(Instant::now());

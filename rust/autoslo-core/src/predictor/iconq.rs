@@ -87,6 +87,11 @@ pub trait Kernel: Send + Sync {
     fn heads_with_prefix(&self, items: &[HeadInput<'_>]) -> Result<Vec<f32>> {
         items.iter().map(|(p, h, l)| self.head_with_prefix(p, h, *l)).collect()
     }
+    /// How many independent before passes [`Kernel::before_many`] steps together at about the
+    /// cost of each of them alone (1, the default: none).
+    fn lockstep_width(&self) -> usize {
+        1
+    }
     /// A short name for reports ("native", "tch").
     fn name(&self) -> &'static str;
 }
@@ -365,6 +370,65 @@ mod avx512 {
             }
         }
     }
+
+    /// One input: `out[j] = bias[j] + Σ_kk w_t[kk, j] · v[kk]` with `v` = [`e`; `h`], per output
+    /// exactly the fused multiply-adds of [`super::axpy_rows`] over `e`'s rows, then `h`'s, in
+    /// that order (zero inputs skipped in the tiles, not in the scalar columns), so both give the
+    /// same bits. Reads the packed tiles of `w_pack` (`T` columns, rows contiguous) four at a time:
+    /// eight zmm accumulators hide the FMA latency, and four sequential streams replace the
+    /// 1 KB-strided rows of `w_t`, whose lines conflict in L1.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn gemv(w_t: &[f32], w_pack: &[f32], n: usize, e: &[f32], h: &[f32], bias: &[f32], out: &mut [f32]) {
+        let k = e.len() + h.len();
+        let tiles = n / T;
+        assert!(w_pack.len() >= tiles * T * k && w_t.len() >= k * n && bias.len() >= n && out.len() >= n, "weights, bias and output of a {k} × {n} layer");
+        let mut t = 0;
+        while t + 4 <= tiles {
+            tiles_of::<4>(w_pack, k, t, e, h, bias, out);
+            t += 4;
+        }
+        while t < tiles {
+            tiles_of::<1>(w_pack, k, t, e, h, bias, out);
+            t += 1;
+        }
+        for jj in tiles * T..n {
+            out[jj] = e.iter().chain(h).enumerate().fold(bias[jj], |acc, (kk, &x)| w_t[kk * n + jj].mul_add(x, acc));
+        }
+    }
+
+    /// Output tiles `t..t + G` of [`gemv`] (the caller checked the lengths).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn tiles_of<const G: usize>(w_pack: &[f32], k: usize, t: usize, e: &[f32], h: &[f32], bias: &[f32], out: &mut [f32]) {
+        // SAFETY (every load and store below): `gemv` asserted w_pack.len() ≥ tiles·T·k, bias and
+        // out ≥ n ≥ tiles·T, and t + G ≤ tiles; so tile t + i's row kk (kk < k), at
+        // ((t + i)·k + kk)·T, and its T outputs at (t + i)·T lie within them. loadu/storeu need
+        // no alignment.
+        let mut a: [[__m512; 2]; G] = std::array::from_fn(|i| unsafe {
+            let b = bias.as_ptr().add((t + i) * T);
+            [_mm512_loadu_ps(b), _mm512_loadu_ps(b.add(16))]
+        });
+        for (kk, &x) in e.iter().chain(h).enumerate() {
+            if x != 0.0 {
+                let xv = _mm512_set1_ps(x);
+                for (i, acc) in a.iter_mut().enumerate() {
+                    unsafe {
+                        let row = w_pack.as_ptr().add(((t + i) * k + kk) * T);
+                        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(row), xv, acc[0]);
+                        acc[1] = _mm512_fmadd_ps(_mm512_loadu_ps(row.add(16)), xv, acc[1]);
+                    }
+                }
+            }
+        }
+        for (i, acc) in a.iter().enumerate() {
+            unsafe {
+                let o = out.as_mut_ptr().add((t + i) * T);
+                _mm512_storeu_ps(o, acc[0]);
+                _mm512_storeu_ps(o.add(16), acc[1]);
+            }
+        }
+    }
 }
 
 /// Gate activations eight lanes at a time. The same e^x as [`exp_f32`], operation for operation;
@@ -626,6 +690,12 @@ impl NativeKernel {
     fn step<M: MulAdd>(&self, l: &Lstm, x: &[f32; INTERACTION_DIM], pair: Option<(&EmbedParts, &EmbedParts)>, st: &mut LstmState, s: &mut Scratch) {
         let h = self.hidden;
         self.embed::<M>(x, pair, &mut s.z, &mut s.e);
+        #[cfg(target_arch = "x86_64")]
+        if self.avx512 {
+            // SAFETY: `avx512` is set only if `detect_avx512` found AVX-512F on this CPU.
+            unsafe { avx512::gemv(&l.w_t, &l.w_pack_wide, 4 * h, &s.e, &st.h, &l.b, &mut s.gates) };
+            return self.activate::<M>(&mut s.gates, st);
+        }
         s.gates.copy_from_slice(&l.b);
         axpy_rows::<M>(&mut s.gates, &l.w_t[..self.emb * 4 * h], &s.e);
         axpy_rows::<M>(&mut s.gates, &l.w_t[self.emb * 4 * h..], &st.h);
@@ -1044,6 +1114,16 @@ impl Kernel for NativeKernel {
         Ok(self.heads_dispatch(items))
     }
 
+    /// Eight with AVX-512 (an eight-lane lockstep step costs about what one lane of it costs, up
+    /// to eight lanes), else four.
+    fn lockstep_width(&self) -> usize {
+        if self.avx512 {
+            BATCH_WIDE
+        } else {
+            BATCH
+        }
+    }
+
     fn name(&self) -> &'static str {
         "native"
     }
@@ -1135,6 +1215,24 @@ pub(crate) mod tests {
         k.after_steps(&xs, &mut a).unwrap();
         narrow.after_steps(&xs, &mut b).unwrap();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn avx512_single_steps_equal_avx2_ones() {
+        // Hidden 12: one 32-column tile and 16 scalar columns; hidden 40: a group of four tiles
+        // and one more.
+        for (hidden, seed) in [(12, 3), (40, 4)] {
+            let k = NativeKernel::from_named(&random_params(16, hidden, 8, seed), "test").unwrap();
+            let narrow = k.without_avx512();
+            let mut r = Rng::new(seed);
+            let xs: Vec<[f32; INTERACTION_DIM]> = (0..23).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect();
+            let (a, b) = (k.before(&xs).unwrap(), narrow.before(&xs).unwrap());
+            assert_eq!(a, b, "hidden {hidden}");
+            let (mut a, mut b) = (a.clone(), b);
+            k.after_step(&xs[0], &mut a).unwrap();
+            narrow.after_step(&xs[0], &mut b).unwrap();
+            assert_eq!(a, b, "hidden {hidden}");
+        }
     }
 
     #[test]
