@@ -318,11 +318,11 @@ impl Ctx<'_> {
     /// batch), and each is bounded against the best so far in id order. Bounding against an
     /// earlier best is sound: a later best only replaced it by being strictly better.
     ///
-    /// With `together`, when the kernel steps that many before passes together
-    /// ([`Kernel::lockstep_width`](crate::predictor::iconq::Kernel::lockstep_width)), every
-    /// cluster's before pass runs in that one batch first, the first cluster's included: the
-    /// bounds and the decision are the same, and the batch costs about what the others' alone
-    /// would. Returns the candidates evaluated in full, and whether the first cluster's figures
+    /// With `together`, when one lockstep step carries every candidate
+    /// ([`Kernel::lockstep_width`](crate::predictor::iconq::Kernel::lockstep_width)), all before
+    /// passes run in that one batch first: the first cluster takes a lane the others' batch
+    /// would have padded, instead of a lone pass of its own; the bounds and the decision are the
+    /// same. Returns the candidates evaluated in full, and whether the first cluster's figures
     /// ruled out another cluster before its before pass (then `together` computed passes in vain).
     fn branch_and_bound(&self, cands: &[ClusterInfo], second: SecondKey, together: bool) -> Result<(Vec<Candidate>, bool)> {
         let Some((first, rest)) = cands.split_first() else { return Ok((Vec::new(), false)) };
@@ -498,11 +498,10 @@ impl AutoSloRouter {
         let total: usize = cands.iter().map(|c| ctx.books[&c.id].queries.len()).sum();
         let threads = rayon::current_num_threads().min(cands.len());
         let warm_pool = threads > 1 && total >= 64 && rayon::current_thread_index().is_none() && self.last_end.is_some_and(|t| t.elapsed() < WARM_FOR);
-        let bnb = |together| ctx.branch_and_bound(&cands, self.second_key, together);
         let out = match self.search {
             Search::Exhaustive => ctx.every_cluster(&cands, threads, total),
             Search::Auto if warm_pool && self.last_proved_nothing => ctx.every_cluster(&cands, threads, total),
-            Search::BranchAndBound | Search::Auto => bnb(!self.last_pruned_early).map(|(out, pruned)| {
+            Search::BranchAndBound | Search::Auto => ctx.branch_and_bound(&cands, self.second_key, !self.last_pruned_early).map(|(out, pruned)| {
                 self.last_pruned_early = pruned;
                 out
             }),

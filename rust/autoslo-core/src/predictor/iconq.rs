@@ -87,8 +87,8 @@ pub trait Kernel: Send + Sync {
     fn heads_with_prefix(&self, items: &[HeadInput<'_>]) -> Result<Vec<f32>> {
         items.iter().map(|(p, h, l)| self.head_with_prefix(p, h, *l)).collect()
     }
-    /// How many independent before passes [`Kernel::before_many`] steps together at about the
-    /// cost of each of them alone (1, the default: none).
+    /// How many independent before passes one step of [`Kernel::before_many`] carries: a batch
+    /// of fewer still costs a full step (1, the default: no lockstep).
     fn lockstep_width(&self) -> usize {
         1
     }
@@ -793,11 +793,19 @@ impl NativeKernel {
         }
         let mut s = Scratch::new(self);
         for (c, (xc, sc)) in xs[..full].chunks_exact(BATCH_WIDE).zip(sts[..full].chunks_exact_mut(BATCH_WIDE)).enumerate() {
-            self.batch_inputs::<Fused, BATCH_WIDE>(xc, pairs.map(|p| &p[c * BATCH_WIDE..(c + 1) * BATCH_WIDE]), sc, &mut s);
-            avx512::gemm8(&self.after.w_t, &self.after.w_pack_wide, 4 * self.hidden, &s.v, &self.after.b, &mut s.gb);
-            self.activate_batch::<Fused>(sc, &mut s.gb);
+            self.step_wide(&self.after, xc, pairs.map(|p| &p[c * BATCH_WIDE..(c + 1) * BATCH_WIDE]), sc, &mut s);
         }
         self.after_batch::<Fused>(&xs[full..], pairs.map(|p| &p[full..]), &mut sts[full..]);
+    }
+
+    /// One step of `l` for up to [`BATCH_WIDE`] independent sequences in 512-bit registers (one
+    /// weight read for all of them, [`avx512::gemm8`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn step_wide(&self, l: &Lstm, xs: &[[f32; INTERACTION_DIM]], pairs: Pairs<'_>, sts: &mut [LstmState], s: &mut Scratch) {
+        self.batch_inputs::<Fused, BATCH_WIDE>(xs, pairs, sts, s);
+        avx512::gemm8(&l.w_t, &l.w_pack_wide, 4 * self.hidden, &s.v, &l.b, &mut s.gb);
+        self.activate_batch::<Fused>(sts, &mut s.gb);
     }
 
     /// Before passes of independent sequences in lockstep: while `BATCH` of them still have
@@ -806,65 +814,52 @@ impl NativeKernel {
     fn before_lockstep<M: MulAdd>(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
         let mut s = Scratch::new(self);
         for (group, sts) in seqs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let m = group.len();
-            let common = if m == BATCH { group.iter().map(|q| q.0.len()).min().unwrap_or(0) } else { 0 };
-            let mut xs = [[0f32; INTERACTION_DIM]; BATCH];
-            let all_parts = group.iter().all(|q| q.1.is_some());
-            for t in 0..common {
-                let mut pb: [Option<(&EmbedParts, &EmbedParts)>; BATCH] = [None; BATCH];
-                for (b, q) in group.iter().enumerate() {
-                    xs[b] = q.0[t];
-                    pb[b] = q.1.map(|p| p[t]);
-                }
-                if all_parts {
-                    let pairs: [(&EmbedParts, &EmbedParts); BATCH] = pb.map(|p| p.expect("checked: all sequences have parts"));
-                    self.step_batch::<M>(&self.before, &xs, Some(&pairs), sts, &mut s);
-                } else {
-                    self.step_batch::<M>(&self.before, &xs, None, sts, &mut s);
-                }
+            // A partial group is cheaper one step at a time (see `after_batch`).
+            let lockstep = group.len() == BATCH;
+            self.lockstep_group::<M, BATCH>(group, sts, lockstep, &mut s, |k, xs, pairs, sts, s| k.step_batch::<M>(&k.before, xs, pairs, sts, s));
+        }
+    }
+
+    /// Before passes of `group` (at most `B` sequences) into `sts`: with `lockstep`, one
+    /// `batched` step for the whole group while every sequence has inputs (lanes past the group
+    /// stay zero and are discarded: `batch_inputs` writes only the group's); then each sequence's
+    /// remaining steps one by one.
+    #[inline(always)]
+    fn lockstep_group<M: MulAdd, const B: usize>(&self, group: &[Seq<'_>], sts: &mut [LstmState], lockstep: bool, s: &mut Scratch, batched: impl Fn(&Self, &[[f32; INTERACTION_DIM]], Pairs<'_>, &mut [LstmState], &mut Scratch)) {
+        let m = group.len();
+        let common = if lockstep { group.iter().map(|q| q.0.len()).min().unwrap_or(0) } else { 0 };
+        let all_parts = group.iter().all(|q| q.1.is_some());
+        s.v.clear();
+        let mut xs = [[0f32; INTERACTION_DIM]; B];
+        for t in 0..common {
+            for (x, q) in xs.iter_mut().zip(group) {
+                *x = q.0[t];
             }
-            for (q, st) in group.iter().zip(sts.iter_mut()) {
-                for t in common..q.0.len() {
-                    self.step::<M>(&self.before, &q.0[t], q.1.map(|p| p[t]), st, &mut s);
-                }
+            let pairs: Option<[(&EmbedParts, &EmbedParts); B]> = all_parts.then(|| std::array::from_fn(|b| group[b.min(m - 1)].1.expect("checked: all sequences have parts")[t]));
+            batched(self, &xs[..m], pairs.as_ref().map(|p| &p[..m]), sts, s);
+        }
+        for (q, st) in group.iter().zip(sts.iter_mut()) {
+            for t in common..q.0.len() {
+                self.step::<M>(&self.before, &q.0[t], q.1.map(|p| p[t]), st, s);
             }
         }
     }
 
     /// Before passes in lockstep with 512-bit registers: groups of more than [`BATCH`] sequences
-    /// take one eight-lane step (one weight read, [`avx512::gemm8`]) while they all have inputs,
-    /// lanes beyond the group's padded with zeros and discarded; smaller groups, and each
-    /// sequence's steps beyond the group's shortest, go through the AVX2 path. Lanes are
-    /// independent, and the GEMM does each output's multiply-adds in the AVX2 order, so every
-    /// state equals its one-at-a-time pass to the bit.
+    /// take one eight-lane step ([`NativeKernel::step_wide`]) while they all have inputs, padded
+    /// to eight lanes; smaller groups go through the AVX2 path. Lanes are independent, and the
+    /// GEMM does each output's multiply-adds in the AVX2 order, so every state equals its
+    /// one-at-a-time pass to the bit.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn before_lockstep_512(&self, seqs: &[Seq<'_>], out: &mut [LstmState]) {
         let mut s = Scratch::new(self);
         for (group, sts) in seqs.chunks(BATCH_WIDE).zip(out.chunks_mut(BATCH_WIDE)) {
-            let m = group.len();
-            if m <= BATCH {
+            if group.len() <= BATCH {
                 self.before_lockstep::<Fused>(group, sts);
-                continue;
-            }
-            let common = group.iter().map(|q| q.0.len()).min().unwrap_or(0);
-            let all_parts = group.iter().all(|q| q.1.is_some());
-            // Padding lanes stay zero: `batch_inputs` writes only the group's lanes.
-            s.v.clear();
-            let mut xs = [[0f32; INTERACTION_DIM]; BATCH_WIDE];
-            for t in 0..common {
-                for (x, q) in xs.iter_mut().zip(group) {
-                    *x = q.0[t];
-                }
-                let pairs: Option<[(&EmbedParts, &EmbedParts); BATCH_WIDE]> = all_parts.then(|| std::array::from_fn(|b| group[b.min(m - 1)].1.expect("checked: all sequences have parts")[t]));
-                self.batch_inputs::<Fused, BATCH_WIDE>(&xs[..m], pairs.as_ref().map(|p| &p[..m]), sts, &mut s);
-                avx512::gemm8(&self.before.w_t, &self.before.w_pack_wide, 4 * self.hidden, &s.v, &self.before.b, &mut s.gb);
-                self.activate_batch::<Fused>(sts, &mut s.gb);
-            }
-            for (q, st) in group.iter().zip(sts.iter_mut()) {
-                for t in common..q.0.len() {
-                    self.step::<Fused>(&self.before, &q.0[t], q.1.map(|p| p[t]), st, &mut s);
-                }
+            } else {
+                // SAFETY (the closure): this function runs only where AVX-512F is present (above).
+                self.lockstep_group::<Fused, BATCH_WIDE>(group, sts, true, &mut s, |k, xs, pairs, sts, s| unsafe { k.step_wide(&k.before, xs, pairs, sts, s) });
             }
         }
     }
@@ -1114,8 +1109,7 @@ impl Kernel for NativeKernel {
         Ok(self.heads_dispatch(items))
     }
 
-    /// Eight with AVX-512 (an eight-lane lockstep step costs about what one lane of it costs, up
-    /// to eight lanes), else four.
+    /// Eight with AVX-512, else four.
     fn lockstep_width(&self) -> usize {
         if self.avx512 {
             BATCH_WIDE
