@@ -65,6 +65,26 @@ def test_dataset_one_full_sample_per_query(small_traces: predictor.TraceSet, mod
     assert d["censored"][full].sum() == timed_out
 
 
+def test_redbench_training_runs_are_windows_of_multi_tenant_days() -> None:
+    cfg = predictor.DataConfig(seeds=(0, 1, 2), sizes=(8,), rates=(), phased=(), redbench=((300.0, 12.0, 2.0),))
+    assert [n for _, _, n in cfg.runs()] == ["redbench_r300_from12_for2"] * 3
+    t = predictor.data.run_trace(0, 8, "redbench_r300_from12_for2", 0)
+    arrivals = t["arrival"].to_numpy()
+    assert t.num_rows > 100 and arrivals.min() >= 0 and arrivals.max() < 2 * 3600
+    # The heavy backfills BaseWorkload lacks are there, and the run is the one cluster's.
+    assert "backfill" in set(t["class"].to_pylist()) and set(t["cluster_size"].to_pylist()) == {8}
+    # Evaluation reports each class with its signed bias; the classes partition the scored queries.
+    v = predictor.evaluate({"iconq+": predictor.bundled_model_dir()}, t)["variants"]["iconq+"]
+    per_class = v["per_class"]
+    assert set(per_class) == set(t["class"].to_pylist())
+    assert sum(c["n"] for c in per_class.values()) == v["overall"]["n"]
+    mean = sum(c["mean_ln_residual"] * c["n"] for c in per_class.values()) / v["overall"]["n"]
+    assert mean == pytest.approx(v["mean_ln_residual"])
+    for bad in [(0.0, 6.0, 3.0), (300.0, 24.0, 1.0), (300.0, 23.0, 2.0)]:
+        with pytest.raises(ValueError, match="Redbench-like run"):
+            predictor.DataConfig(redbench=(bad,))
+
+
 def test_bundled_model_loads_verified(model: predictor.Predictor) -> None:
     assert model.meta["variant"] == "iconq+" and model.meta["size_features"] and model.meta["after_chronological"]
     assert model.verified_max_abs_diff <= 1e-5

@@ -25,7 +25,7 @@ import pyarrow as pa
 from autoslo import _core
 from autoslo._core import ClusterPredictor, Counterfactual, Predictor
 from autoslo.bundled import BUNDLED, bundled_model_dir, load
-from autoslo.predictor.data import DataConfig, TraceSet, test_split
+from autoslo.predictor.data import REDBENCH, DataConfig, TraceSet, test_split
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
 from autoslo.predictor.stage import train_stage
@@ -38,6 +38,7 @@ __all__ = [
     "ClusterPredictor",
     "Counterfactual",
     "DataConfig",
+    "REDBENCH",
     "Predictor",
     "TraceSet",
     "TrainConfig",
@@ -61,8 +62,28 @@ def train(*args, **kwargs):  # type: ignore[no-untyped-def]
     return _train(*args, **kwargs)
 
 
+def _classes_of(trace: pa.Table, r: dict) -> np.ndarray | None:
+    """The workload class of each row of ``predict_trace``'s result (matched by run and query id)."""
+    if "class" not in trace.column_names:
+        return None
+    runs = trace["run"].to_numpy() if "run" in trace.column_names else np.zeros(trace.num_rows, dtype=np.int64)
+    by_key = dict(zip(zip(runs.tolist(), trace["query_id"].to_pylist()), trace["class"].to_pylist()))
+    rr = r["run"] if "run" in trace.column_names else np.zeros(len(r["query_id"]), dtype=np.int64)
+    return np.array([by_key[(int(a), int(q))] for a, q in zip(rr, r["query_id"])], dtype=object)
+
+
+def _per_class(lp: np.ndarray, ll: np.ndarray, classes: np.ndarray) -> dict:
+    out = {}
+    for c in sorted(set(classes.tolist())):
+        m = classes == c
+        out[str(c)] = {**qerror_summary(lp[m], ll[m]), "mean_ln_residual": float(np.mean(ll[m] - lp[m]))}
+    return out
+
+
 def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None) -> dict:
-    """Q-error p50/p90/p95 of each model on a trace, overall and per cluster size.
+    """Q-error p50/p90/p95 of each model on a trace, overall and per cluster size; with the mean
+    ln residual (ln latency − ln prediction: positive when the model predicts too fast), and per
+    workload class when the trace has a ``class`` column (as Redbench-like traces do).
 
     Defaults: the four bundled ablation variants, on the held-out test split of the generated data
     (regenerated deterministically from the models' data configuration). Only uncensored queries
@@ -81,9 +102,12 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
         keep = ~r["censored"]
         lp, ll, size = r["ln_pred"][keep], r["ln_label"][keep], r["cluster_size"][keep]
         stage_q = qerror_summary(np.log(r["stage_s"][keep]), ll)
+        classes = _classes_of(trace, r)
         out["variants"][name] = {
             "overall": qerror_summary(lp, ll),
+            "mean_ln_residual": float(np.mean(ll - lp)) if len(ll) else float("nan"),
             "per_rpu": {int(s): qerror_summary(lp[size == s], ll[size == s]) for s in np.unique(size)},
+            **({"per_class": _per_class(lp, ll, classes[keep])} if classes is not None else {}),
             "stage_only": stage_q,
             "censored_excluded": int((~keep).sum()),
             "native_vs_tch_max_abs_diff": float(p.verified_max_abs_diff),

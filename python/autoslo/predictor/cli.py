@@ -64,7 +64,7 @@ def cmd_arrival(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    cfg = P.DataConfig(seeds=tuple(args.seeds), sizes=tuple(args.sizes))
+    cfg = P.DataConfig(seeds=tuple(args.seeds), sizes=tuple(args.sizes), redbench=P.REDBENCH if args.redbench else ())
     ts = P.generate_traces(cfg, out=args.out)
     print(f"wrote {len(ts.manifest['files'])} traces ({ts.train.num_rows} train / {ts.val.num_rows} val / {ts.test.num_rows} test queries) to {args.out}")
     return 0
@@ -108,9 +108,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
     print(f"{r['queries']} queries")
     for name, v in r["variants"].items():
-        print(f"{name:>9}: {_fmt_q(v['overall'])}")
+        print(f"{name:>9}: {_fmt_q(v['overall'])}  mean ln residual {v['mean_ln_residual']:+.3f}")
         for s, q in v["per_rpu"].items():
             print(f"{'':>9}  {s:>2} RPU: {_fmt_q(q)}")
+        for c, q in v.get("per_class", {}).items():
+            print(f"{'':>9}  {c:>9}: {_fmt_q(q)}  mean ln residual {q['mean_ln_residual']:+.3f}")
         print(f"{'':>9}  Stage alone: {_fmt_q(v['stage_only'])}")
     return 0
 
@@ -135,6 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--out", required=True, help="output directory")
     d.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="seeds; the last two are validation and test")
     d.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
+    d.add_argument("--redbench", action="store_true", help="also Redbench-like windows on each size (multi-tenant traffic with heavy backfills; see docs/predictor.md)")
     d.set_defaults(func=cmd_data)
 
     def hyper(q: argparse.ArgumentParser) -> None:

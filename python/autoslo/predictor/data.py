@@ -2,7 +2,9 @@
 
 Per seed and cluster size (4, 8, 16, 32 RPU): BaseWorkload at λ ∈ {0.05, 0.1, 0.2, 0.5, 1.0} and the
 four phased workloads (x queries at λ = 0.05 alternating with 10 at λ_high, x ∈ {40, 15},
-λ_high ∈ {0.2, 0.5}), one-hour per-query timeout. Each run is one Parquet file in the emulator's
+λ_high ∈ {0.2, 0.5}), one-hour per-query timeout. Optionally (``DataConfig.redbench``, ``autoslo
+predictor data --redbench``) also Redbench-like windows on one cluster: multi-tenant traffic in which
+backfills repeat heavy texts, the co-running mix the product meets and BaseWorkload lacks. Each run is one Parquet file in the emulator's
 trace format plus the columns ``run``, ``workload`` and ``seed``; ``manifest.json`` lists the files
 and which seeds form the train / validation / test splits.
 """
@@ -16,15 +18,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from autoslo.emulation import emulate
-from autoslo.workloads import base_workload, phased_workload
+from autoslo.workloads import base_workload, phased_workload, redbench_workload
 
 RATES = (0.05, 0.1, 0.2, 0.5, 1.0)
 PHASED = ((40, 0.2), (40, 0.5), (15, 0.2), (15, 0.5))
 SIZES = (4, 8, 16, 32)
+#: Redbench-like runs of ``--redbench``: (weekday queries per RPU of the cluster, first hour, hours).
+#: A window of a Monday at that rate on one cluster: about 300 queries per RPU per day is near the
+#: load the Policy Tuner's days put on each RPU; the morning window is moderate, the midday one
+#: (report jobs at noon, the diurnal peak) congested.
+REDBENCH = ((300.0, 6.0, 3.0), (300.0, 12.0, 2.0))
 
 
 @dataclass(frozen=True)
@@ -36,12 +44,16 @@ class DataConfig:
     rates: tuple[float, ...] = RATES
     phased: tuple[tuple[int, float], ...] = PHASED
     timeout_s: float = 3600.0
+    redbench: tuple[tuple[float, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.seeds) < 3 or len(set(self.seeds)) != len(self.seeds):
             raise ValueError("need at least 3 distinct seeds (train, validation, test)")
         if not self.sizes or any(s <= 0 for s in self.sizes):
             raise ValueError("cluster sizes must be positive")
+        for r in self.redbench:
+            if len(r) != 3 or not (r[0] > 0 and 0 <= r[1] < 24 and 0 < r[2] <= 24 - r[1]):
+                raise ValueError(f"a Redbench-like run is (queries per RPU per day > 0, first hour in [0, 24), hours within the day), got {r}")
 
     @property
     def splits(self) -> dict[str, list[int]]:
@@ -50,6 +62,7 @@ class DataConfig:
     def runs(self) -> list[tuple[int, int, str]]:
         """(seed, size, workload name) of every run, in a fixed order."""
         names = [f"base_l{r:g}" for r in self.rates] + [f"phased_x{x}_h{h:g}" for x, h in self.phased]
+        names += [f"redbench_r{v:g}_from{a:g}_for{h:g}" for v, a, h in self.redbench]
         return [(s, size, n) for s in self.seeds for size in self.sizes for n in names]
 
 
@@ -63,7 +76,14 @@ class TraceSet:
     manifest: dict = field(default_factory=dict)
 
 
-def _workload(name: str, seed: int) -> pa.Table:
+def _workload(name: str, seed: int, size: int) -> pa.Table:
+    if name.startswith("redbench_r"):
+        rate, rest = name[len("redbench_r") :].split("_from")
+        first, hours = (float(x) for x in rest.split("_for"))
+        w = redbench_workload(days=1, seed=seed, queries_per_day=float(rate) * size, tenants=4)
+        lo, hi = first * 3600.0, (first + hours) * 3600.0
+        w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
+        return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
     if name.startswith("base_l"):
         return base_workload(float(name[len("base_l") :]), seed=seed)
     x, h = name[len("phased_x") :].split("_h")
@@ -74,7 +94,7 @@ def run_trace(seed: int, size: int, name: str, run: int, timeout_s: float = 3600
     """Emulate one training run and return its trace with `run`, `workload`, `seed` columns."""
     wseed = seed * 100_000 + zlib.crc32(name.encode()) % 100_000  # stable across processes (unlike hash())
     # One cluster: routing is moot, so the baseline (no predictor needed to make training data).
-    t = emulate(_workload(name, wseed), [size], seed=wseed + size, routing="round-robin", timeout_s=timeout_s).trace
+    t = emulate(_workload(name, wseed, size), [size], seed=wseed + size, routing="round-robin", timeout_s=timeout_s).trace
     n = t.num_rows
     return (
         t.append_column("run", pa.array([run] * n, pa.int64()))
