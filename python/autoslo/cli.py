@@ -321,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--forecasts", type=int, help="forecasts per tuning (default 8)")
         r.add_argument("--arrivals", choices=["deciles", "pattern"], help="the forecaster's arrival model (default: the product's, see docs/tuner.md)")
         r.add_argument("--tau-simulated", dest="tau_simulated", type=float, help="the violation-rate target the tuner holds simulations to (default τ)")
+        r.add_argument(
+            "--simulator-cold-start", dest="simulator_cold_start", type=float, metavar="FACTOR", help="slow queries on clusters spun up in a simulation by FACTOR, fading over 300 s (a change; default none, the paper's simulator)"
+        )
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         if name == "tuner":
@@ -431,6 +434,8 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
         settings = replace(settings, arrivals=args.arrivals)
     if args.tau_simulated is not None:
         settings = replace(settings, tau_simulated=args.tau_simulated)
+    if args.simulator_cold_start is not None:
+        settings = replace(settings, simulator_cold_start_factor=args.simulator_cold_start)
     history = getattr(args, "history", None) or ((0, 1, 7, 30) if args.experiment_name == "tuner" else (30,))
     exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings)
     predictor = load(args.model) if args.model else None

@@ -427,10 +427,15 @@ class TunerSettings:
     (S); ``delinquent_k`` (k) and ``sigma_min_s`` (σ_min) of FindGoodSpinupTime; the
     Configuration Tuner's ``strategy`` (``grid``, ``random``, ``coordinate-descent``), ``budget``
     and ``top_k`` over ``space`` (knob → values; ``{}`` for the reference ranges, ``None`` to skip
-    the Configuration Tuner)."""
+    the Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
+    by default) makes the Workload Simulator slow queries on clusters spun up during a simulation
+    as the emulator does, fading over ``simulator_cold_start_s``: a change, measured in
+    ``docs/tuner.md``."""
 
     tau: float = 0.1
     tau_simulated: float | None = None
+    simulator_cold_start_factor: float | None = None
+    simulator_cold_start_s: float = 300.0
     initial_clusters: list[list[int]] = field(default_factory=lambda: [[16], [32]])
     autoscaler: dict[str, Any] | None = field(default_factory=dict)
     routing: str = "autoslo"

@@ -293,3 +293,32 @@ fn branch_and_bound_decides_as_the_exhaustive_search() {
         assert_eq!(run(Search::Auto).0, full);
     }
 }
+
+#[test]
+fn simulator_cold_start_slows_queries_on_clusters_spun_up_during_the_run() {
+    use crate::control::{Action, RoundRobin, ScheduledAction, ScheduledScaler};
+    use crate::emulator::ColdStart;
+    let p = model();
+    let w = base_workload(0.1, 4, &SloTable::paper(2.0).unwrap()).unwrap();
+    // The initial cluster drains at once; every query runs on the one spun up at t = 0.
+    let schedule = || {
+        let acts = vec![ScheduledAction { at: 0.0, action: Action::SpinUp { size: 16, reason: "test" } }, ScheduledAction { at: 0.0, action: Action::TearDown { cluster: 0, reason: "test" } }];
+        ScheduledScaler::new(acts, 1.0).unwrap()
+    };
+    let run = |cold: Option<ColdStart>| {
+        let cfg = SimulatorConfig { cold_start: cold, ..Default::default() };
+        simulate(&p, &w, &[16], &mut RoundRobin::default(), &mut schedule(), cfg).unwrap()
+    };
+    let warm = run(None);
+    assert_eq!(run(Some(ColdStart { factor: 1.0, duration_s: 300.0 })), warm, "a factor of 1 is no cold start");
+    let cold = run(Some(ColdStart { factor: 2.0, duration_s: 1e9 }));
+    let exec = |t: &crate::trace::Trace| t.rows.iter().filter(|r| r.cluster == Some(1)).map(|r| r.latency - (r.start.unwrap() - r.arrival)).sum::<f64>();
+    assert!(warm.rows.iter().filter(|r| r.cluster == Some(1)).count() > w.len() / 2);
+    assert!(exec(&cold) > 1.5 * exec(&warm), "cold {} warm {}", exec(&cold), exec(&warm));
+    // Fading: a short cold period changes only queries that start within it.
+    let brief = run(Some(ColdStart { factor: 2.0, duration_s: 60.0 }));
+    let changed = brief.rows.iter().zip(&warm.rows).filter(|(a, b)| a.latency != b.latency).map(|(a, _)| a.start.unwrap()).fold(f64::INFINITY, f64::min);
+    assert!(changed < 300.0 + 60.0, "the first changed query starts at {changed}");
+    let bad = SimulatorConfig { cold_start: Some(ColdStart { factor: 0.5, duration_s: 300.0 }), ..Default::default() };
+    assert!(WorkloadSimulator::new(&p, &w, &[16], bad).is_err());
+}

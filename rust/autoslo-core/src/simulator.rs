@@ -13,6 +13,7 @@
 use crate::billing::{BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{Action, Event, Router, Scaler};
+use crate::emulator::ColdStart;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::{ClusterState, Predictor};
 use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, Trace, TraceRow};
@@ -28,11 +29,29 @@ pub struct SimulatorConfig {
     pub teardown_s: f64,
     /// Per-query timeout (s); a longer prediction is recorded as a censored timeout.
     pub timeout_s: Option<f64>,
+    /// Cold start of clusters spun up during the run, as the emulator models it (a query starting
+    /// on a cluster ready for `t` seconds takes `1 + (factor − 1)·max(0, 1 − t/duration)` times
+    /// its predicted latency). `None`: none, as in the paper's simulator (§3), whose predictor
+    /// knows nothing of a cluster's age. **A change** when set (`docs/tuner.md`).
+    pub cold_start: Option<ColdStart>,
 }
 
 impl Default for SimulatorConfig {
     fn default() -> Self {
-        Self { billing: BillingPolicy::default(), spinup_s: 300.0, teardown_s: 200.0, timeout_s: Some(3600.0) }
+        Self { billing: BillingPolicy::default(), spinup_s: 300.0, teardown_s: 200.0, timeout_s: Some(3600.0), cold_start: None }
+    }
+}
+
+impl SimulatorConfig {
+    /// The latency multiplier of a query starting at `start` on a cluster ready since `ready`.
+    fn cold_factor(&self, ready: Option<f64>, start: f64) -> f64 {
+        match (self.cold_start, ready) {
+            (Some(cs), Some(ready)) => {
+                let fade = if cs.duration_s > 0.0 { (1.0 - (start - ready) / cs.duration_s).clamp(0.0, 1.0) } else { 0.0 };
+                1.0 + (cs.factor - 1.0) * fade
+            }
+            _ => 1.0,
+        }
     }
 }
 
@@ -43,6 +62,8 @@ struct Running {
     /// Guarded latency prediction (s), including any wait for the cluster to be ready.
     prediction: f64,
     wait: f64,
+    /// Cold-start multiplier of the execution part of its predictions (1 when warm).
+    cold: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +72,8 @@ struct SimCluster {
     model: ClusterState,
     running: Vec<Running>,
     timer: BillingTimer,
+    /// When a cluster spun up during the run became (or becomes) ready: the start of its cold period.
+    cold_from: Option<f64>,
     teardown_requested_at: Option<f64>,
     gone_at: Option<f64>,
     queries: usize,
@@ -88,6 +111,11 @@ impl<'a> WorkloadSimulator<'a> {
         cfg.billing.validated()?;
         if !(cfg.spinup_s >= 0.0 && cfg.teardown_s >= 0.0) {
             return Err(AutoSloError::out_of_range("spinup/teardown time", "≥ 0 s", format!("{}/{}", cfg.spinup_s, cfg.teardown_s)));
+        }
+        if let Some(cs) = cfg.cold_start {
+            if !(cs.factor.is_finite() && cs.factor >= 1.0 && cs.duration_s.is_finite() && cs.duration_s >= 0.0) {
+                return Err(AutoSloError::out_of_range("simulator cold start", "factor ≥ 1, duration ≥ 0 s", format!("{}/{}", cs.factor, cs.duration_s)));
+            }
         }
         let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false, copied: 0 };
         for &size in initial {
@@ -130,6 +158,7 @@ impl<'a> WorkloadSimulator<'a> {
             model: self.predictor.cluster(size)?,
             running: Vec::new(),
             timer: BillingTimer::new(self.cfg.billing.minimum_s),
+            cold_from: if initial { None } else { Some(ready_at) },
             teardown_requested_at: None,
             gone_at: None,
             queries: 0,
@@ -304,11 +333,12 @@ impl<'a> WorkloadSimulator<'a> {
         };
         for (r, (_, p)) in c.running.iter_mut().zip(&u.updated) {
             // Monotonicity guard: a later arrival never makes a running query faster, and it has already run this long.
-            r.prediction = r.prediction.max(*p + r.wait).max(now - r.arrival);
+            r.prediction = r.prediction.max(*p * r.cold + r.wait).max(now - r.arrival);
         }
         // The routed query has no after-neighbours yet: predicted as the router predicts it.
         let own = self.predictor.at_arrival(u.prediction, stage_s, c.info.size, running_before);
-        c.running.push(Running { qi, arrival: now, prediction: own + wait, wait });
+        let cold = self.cfg.cold_factor(c.cold_from, now + wait);
+        c.running.push(Running { qi, arrival: now, prediction: own * cold + wait, wait, cold });
         if !starting {
             c.timer.on_arrival(now)?;
         }

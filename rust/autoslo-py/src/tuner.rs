@@ -48,7 +48,7 @@ fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: im
 
 fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool) -> BatchSettings {
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
+    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s, cold_start: None }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
 }
 
 /// The keyword arguments of [`settings`] that rebuild `s` (what a remote worker receives).
@@ -121,7 +121,7 @@ impl BatchBackend for PyBackend {
         let (timeout_s, spinup_s, teardown_s) = (batch.settings.sim.timeout_s, batch.settings.sim.spinup_s, batch.settings.sim.teardown_s);
         let b = batch.settings.sim.billing;
         if settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs) != *batch.settings {
-            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing and keep_logs travel)"));
+            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing and keep_logs travel; not the simulator's cold start)"));
         }
         let n = batch.len();
         if n == 0 {
@@ -335,9 +335,11 @@ pub fn tune(
 ) -> PyResult<Py<PyDict>> {
     let h = crate::convert::history_in(counts, arrivals, days)?;
     let slo = slo_table(kappa, None, None, None)?;
-    let params = TunerSpec::from_json(spec).and_then(|s| s.params(spinup_s)).map_err(err)?;
+    let spec = TunerSpec::from_json(spec).map_err(err)?;
+    let params = spec.params(spinup_s).map_err(err)?;
     let p = &predictor.get().inner;
-    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false);
+    let mut s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false);
+    s.sim.cold_start = spec.simulator_cold_start().map_err(err)?;
     let backend = backend_of(py, backend)?;
     let r = with_progress(py, &progress, |c| tuner::tune(p, &h, target, &slo, &params, &s, backend.as_ref(), c))?;
     let d = PyDict::new(py);

@@ -64,6 +64,12 @@ pub struct TunerSpec {
     /// listing). Lower is a change: it compensates for a simulator that predicts fewer
     /// violations than the warehouse has (see `docs/tuner.md`).
     pub tau_simulated: Option<f64>,
+    /// The Workload Simulator's cold start of clusters spun up during a simulation: work ×
+    /// `simulator_cold_start_factor` fading to 1 over `simulator_cold_start_s` (the emulator's
+    /// model, `emulator::ColdStart`). `None`: none, as in the paper's simulator. **A change**
+    /// when set (see `docs/tuner.md`).
+    pub simulator_cold_start_factor: Option<f64>,
+    pub simulator_cold_start_s: f64,
     /// Initial cluster sets, one initial configuration each (the candidates I of Algorithm 4).
     pub initial_clusters: Vec<Vec<u32>>,
     /// The Autoscaler of every candidate (`None`: scheduled spinups only).
@@ -102,6 +108,8 @@ impl Default for TunerSpec {
         Self {
             tau: 0.1,
             tau_simulated: None,
+            simulator_cold_start_factor: None,
+            simulator_cold_start_s: 300.0,
             initial_clusters: vec![vec![16], vec![32]],
             autoscaler: Some(AutoscalerKnobs::default()),
             routing: "autoslo".into(),
@@ -130,8 +138,21 @@ impl TunerSpec {
         serde_json::from_str(text).map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: {e}")))
     }
 
+    /// The simulator's cold start these settings ask for (validated), if any.
+    pub fn simulator_cold_start(&self) -> Result<Option<crate::emulator::ColdStart>> {
+        let Some(factor) = self.simulator_cold_start_factor else { return Ok(None) };
+        if !(factor.is_finite() && factor >= 1.0) {
+            return Err(AutoSloError::out_of_range("tuner settings: simulator_cold_start_factor", "≥ 1", factor));
+        }
+        if !(self.simulator_cold_start_s.is_finite() && self.simulator_cold_start_s >= 0.0) {
+            return Err(AutoSloError::out_of_range("tuner settings: simulator_cold_start_s", "≥ 0 s", self.simulator_cold_start_s));
+        }
+        Ok(Some(crate::emulator::ColdStart { factor, duration_s: self.simulator_cold_start_s }))
+    }
+
     /// The pipeline's parameters; `spinup_s` is the engines' spinup delay δ.
     pub fn params(&self, spinup_s: f64) -> Result<PolicyTunerParams> {
+        self.simulator_cold_start()?;
         if self.initial_clusters.is_empty() {
             return Err(AutoSloError::InvalidConfig("tuner settings: `initial_clusters` needs at least one cluster set".into()));
         }
