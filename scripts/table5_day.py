@@ -1,0 +1,61 @@
+"""Table 5's target day under the untuned configuration: each model's per-class bias, and the
+emulated against the simulated violation rate (docs/predictor.md, docs/tuner.md).
+
+    python scripts/table5_day.py --seed 0 --models python/autoslo/models/iconq_plus /tmp/candidate
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from autoslo import _core
+from autoslo.emulation import emulate, simulate
+from autoslo.predictor import bundled_model_dir, evaluate
+from autoslo.reproduce_tuner import DAY_S, experiment, reproduction_settings
+from autoslo.tuner import ExecutionConfig
+from autoslo.workloads import redbench_workload
+
+
+def day_workload(seed: int, day: int, kappa: float) -> pa.Table:
+    """The target day as Table 5 emulates it (`HistoryWorld.actual`)."""
+    exp = experiment(seed=seed)
+    w = redbench_workload(days=max(exp.target_days) + 1, seed=seed, queries_per_day=exp.queries_per_day, tenants=exp.tenants, kappa=kappa)
+    lo, hi = day * DAY_S, (day + 1) * DAY_S
+    w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
+    return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--day", type=int, default=30, help="day index from 2024-04-01 (default 30: 2024-05-01)")
+    ap.add_argument("--kappas", type=float, nargs="+", default=[4.0, 2.0])
+    ap.add_argument("--models", nargs="+", default=[str(bundled_model_dir())], help="model directories (the first routes the reference trace)")
+    args = ap.parse_args()
+    models = {m: _core.Predictor(m) for m in args.models}
+    cfg = ExecutionConfig(json.loads(_core.untuned_config(reproduction_settings().to_json())))
+    for kappa in args.kappas:
+        w = day_workload(args.seed, args.day, kappa)
+        # One reference trace (routed with the first model) so every model is scored on the same executions.
+        ref = emulate(w, config=cfg, seed=args.seed, predictor=models[args.models[0]]).trace
+        scored = evaluate(dict(zip(args.models, args.models)), ref)["variants"]
+        for m, p in models.items():
+            v = scored[m]
+            bias = ", ".join(f"{c} {q['mean_ln_residual']:+.2f}" for c, q in v["per_class"].items())
+            runs = {"emulated": emulate(w, config=cfg, seed=args.seed, predictor=p), "simulated": simulate(w, config=cfg, seed=args.seed, predictor=p)}
+            print(f"κ={kappa:g} {Path(m).name}: bias {bias} | Q-error p50/p90 {v['overall']['p50']:.2f}/{v['overall']['p90']:.2f}", flush=True)
+            for engine, r in runs.items():
+                s = r.summary()
+                cls, met = np.asarray(r.trace["class"]), np.asarray(r.trace["met"])
+                late = ", ".join(f"{c} {np.mean(~met[cls == c]):.1%}" for c in sorted(set(cls.tolist())))
+                print(f"    untuned {engine}: VR {s['violation_rate']:.4f}, ${s['cost']:.0f}; late by class: {late}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
