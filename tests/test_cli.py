@@ -117,3 +117,16 @@ def test_calibrate_fit_small_budget_writes_a_valid_file(tmp_path) -> None:  # ty
     run("calibrate", "--fit", "--budget", "3", "--fit-seeds", "1", "--out", str(out))
     lines = [line for line in out.read_text().splitlines() if not line.startswith("#")]
     assert lines[0].startswith("rpu,solo_share,") and [line.split(",")[0] for line in lines[1:]] == ["4", "8", "16", "32"]
+
+
+def test_reproduce_tuner_flags_change_only_what_they_name() -> None:
+    from autoslo.cli import build_parser, reproduction_tuner_settings
+    from autoslo.reproduce_tuner import reproduction_settings
+
+    base = reproduction_settings()
+    args = build_parser().parse_args(["reproduce", "tuner"])
+    assert reproduction_tuner_settings(args) == base
+    args = build_parser().parse_args(["reproduce", "end-to-end", "--t-idle", "600", "1200", "--simulator-cold-start", "1.5", "--tau-simulated", "0.05"])
+    s = reproduction_tuner_settings(args)
+    assert s.space == {**(base.space or {}), "t_idle_s": [600.0, 1200.0]} and s.space["tau_trigger"] == base.space["tau_trigger"]
+    assert (s.simulator_cold_start_factor, s.tau_simulated, s.forecasts) == (1.5, 0.05, base.forecasts)

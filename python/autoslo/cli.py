@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -24,6 +25,9 @@ from autoslo.tenancy import DeadlineAdmission
 from autoslo.live_cli import register as register_live
 from autoslo.tuner_cli import register as register_tuner
 from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
+
+if TYPE_CHECKING:
+    from autoslo.tuner import TunerSettings
 
 
 def _sizes(text: str) -> list[int]:
@@ -324,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument(
             "--simulator-cold-start", dest="simulator_cold_start", type=float, metavar="FACTOR", help="slow queries on clusters spun up in a simulation by FACTOR, fading over 300 s (a change; default none, the paper's simulator)"
         )
+        r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help="the T_idle values (s) the Configuration Tuner tries (default 300 600 1200)")
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         if name == "tuner":
@@ -422,10 +427,12 @@ def cmd_reproduce_deferral(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
+def reproduction_tuner_settings(args: argparse.Namespace) -> TunerSettings:
+    """The tuner settings `reproduce tuner` / `end-to-end` run with: the reproductions' own, with
+    the command line's changes."""
     from dataclasses import replace
 
-    from autoslo.reproduce_tuner import experiment, reproduction_settings, reproduce_end_to_end, reproduce_tuner
+    from autoslo.reproduce_tuner import reproduction_settings
 
     settings = reproduction_settings()
     if args.forecasts is not None:
@@ -436,6 +443,15 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
         settings = replace(settings, tau_simulated=args.tau_simulated)
     if args.simulator_cold_start is not None:
         settings = replace(settings, simulator_cold_start_factor=args.simulator_cold_start)
+    if args.t_idle:
+        settings = replace(settings, space={**(settings.space or {}), "t_idle_s": [float(t) for t in args.t_idle]})
+    return settings
+
+
+def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
+    from autoslo.reproduce_tuner import experiment, reproduce_end_to_end, reproduce_tuner
+
+    settings = reproduction_tuner_settings(args)
     history = getattr(args, "history", None) or ((0, 1, 7, 30) if args.experiment_name == "tuner" else (30,))
     exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings)
     predictor = load(args.model) if args.model else None
