@@ -37,9 +37,14 @@ def main() -> None:
     ap.add_argument("--day", type=int, default=30, help="day index from 2024-04-01 (default 30: 2024-05-01)")
     ap.add_argument("--kappas", type=float, nargs="+", default=[4.0, 2.0])
     ap.add_argument("--models", nargs="+", default=[str(bundled_model_dir())], help="model directories (the first routes the reference trace)")
+    ap.add_argument("--t-idle", dest="t_idle", type=float, default=None, help="the untuned configuration with this T_idle (s) instead of its own")
     args = ap.parse_args()
     models = {m: _core.Predictor(m) for m in args.models}
-    cfg = ExecutionConfig(json.loads(_core.untuned_config(reproduction_settings().to_json())))
+    untuned = json.loads(_core.untuned_config(reproduction_settings().to_json()))
+    if args.t_idle is not None:
+        untuned["autoscaler"]["t_idle_s"] = args.t_idle
+    cfg = ExecutionConfig(untuned)
+    print(f"untuned configuration: {untuned['initial_clusters']} RPU, T_idle {untuned['autoscaler']['t_idle_s']:g} s")
     for kappa in args.kappas:
         w = day_workload(args.seed, args.day, kappa)
         # One reference trace (routed with the first model) so every model is scored on the same executions.
@@ -54,7 +59,8 @@ def main() -> None:
                 s = r.summary()
                 cls, met = np.asarray(r.trace["class"]), np.asarray(r.trace["met"])
                 late = ", ".join(f"{c} {np.mean(~met[cls == c]):.1%}" for c in sorted(set(cls.tolist())))
-                print(f"    untuned {engine}: VR {s['violation_rate']:.4f}, ${s['cost']:.0f}; late by class: {late}", flush=True)
+                spinups = sum(e["event"] == "spinup" for e in r.events.to_pylist())
+                print(f"    untuned {engine}: VR {s['violation_rate']:.4f}, ${s['cost']:.0f}, {spinups} spinups; late by class: {late}", flush=True)
 
 
 if __name__ == "__main__":
