@@ -11,24 +11,13 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from autoslo import _core
 from autoslo.emulation import emulate, simulate
 from autoslo.predictor import bundled_model_dir, evaluate
 from autoslo.reproduce_tuner import DAY_S, experiment, reproduction_settings
 from autoslo.tuner import ExecutionConfig
-from autoslo.workloads import redbench_workload
-
-
-def day_workload(seed: int, day: int, kappa: float) -> pa.Table:
-    """The target day as Table 5 emulates it (`HistoryWorld.actual`)."""
-    exp = experiment(seed=seed)
-    w = redbench_workload(days=max(exp.target_days) + 1, seed=seed, queries_per_day=exp.queries_per_day, tenants=exp.tenants, kappa=kappa)
-    lo, hi = day * DAY_S, (day + 1) * DAY_S
-    w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
-    return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
+from autoslo.workloads import window
 
 
 def main() -> None:
@@ -40,13 +29,14 @@ def main() -> None:
     ap.add_argument("--t-idle", dest="t_idle", type=float, default=None, help="the untuned configuration with this T_idle (s) instead of its own")
     args = ap.parse_args()
     models = {m: _core.Predictor(m) for m in args.models}
+    exp = experiment(seed=args.seed)
     untuned = json.loads(_core.untuned_config(reproduction_settings().to_json()))
     if args.t_idle is not None:
         untuned["autoscaler"]["t_idle_s"] = args.t_idle
     cfg = ExecutionConfig(untuned)
     print(f"untuned configuration: {untuned['initial_clusters']} RPU, T_idle {untuned['autoscaler']['t_idle_s']:g} s")
     for kappa in args.kappas:
-        w = day_workload(args.seed, args.day, kappa)
+        w = window(exp.generated(kappa), args.day * DAY_S, (args.day + 1) * DAY_S)  # as Table 5 emulates it
         # One reference trace (routed with the first model) so every model is scored on the same executions.
         ref = emulate(w, config=cfg, seed=args.seed, predictor=models[args.models[0]]).trace
         scored = evaluate(dict(zip(args.models, args.models)), ref)["variants"]

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from autoslo import _core
@@ -33,7 +32,7 @@ from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import EmulationResult, emulate
 from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, tune
-from autoslo.workloads import redbench_workload
+from autoslo.workloads import redbench_workload, window
 
 #: Day 0 of the generated history (a Monday).
 START = dt.date(2024, 4, 1)
@@ -65,6 +64,10 @@ class TunerExperiment:
     def scenarios(self) -> list[tuple[int, float]]:
         return [(d, k) for d in self.target_days for k in self.kappas]
 
+    def generated(self, kappa: float) -> pa.Table:
+        """Every generated day up to the last target day, SLOs at κ."""
+        return redbench_workload(days=max(self.target_days) + 1, seed=self.seed, queries_per_day=self.queries_per_day, tenants=self.tenants, kappa=kappa)
+
 
 class HistoryWorld:
     """The generated history in a reservoir (``directory``), and each target day's real workload."""
@@ -72,20 +75,16 @@ class HistoryWorld:
     def __init__(self, exp: TunerExperiment, directory: Path) -> None:
         self.exp = exp
         self.days = max(exp.target_days) + 1
-        history = redbench_workload(days=self.days, seed=exp.seed, queries_per_day=exp.queries_per_day, tenants=exp.tenants, kappa=2.0)
         self.reservoir = Reservoir(directory)
-        self.reservoir.append(history, start_date=START, replace=True)
+        self.reservoir.append(exp.generated(2.0), start_date=START, replace=True)
         self._by_kappa: dict[float, pa.Table] = {}
 
     def actual(self, day: int, kappa: float) -> pa.Table:
         """The target day's workload (arrivals from 0 s), SLOs at κ (the history regenerated with
         that κ once per κ: the same queries, other SLOs)."""
         if kappa not in self._by_kappa:
-            self._by_kappa[kappa] = redbench_workload(days=self.days, seed=self.exp.seed, queries_per_day=self.exp.queries_per_day, tenants=self.exp.tenants, kappa=kappa)
-        w = self._by_kappa[kappa]
-        lo, hi = day * DAY_S, (day + 1) * DAY_S
-        w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
-        return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
+            self._by_kappa[kappa] = self.exp.generated(kappa)
+        return window(self._by_kappa[kappa], day * DAY_S, (day + 1) * DAY_S)
 
 
 def outcome(r: EmulationResult) -> dict[str, Any]:

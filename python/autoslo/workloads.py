@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from os import PathLike
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from autoslo import _core
@@ -58,6 +59,13 @@ def redbench_workload(
         class_slo_s=dict(class_slo_s) if class_slo_s else None,
         baseline=dict(baseline) if baseline else None,
     )
+
+
+def window(workload: pa.Table, start_s: float, end_s: float) -> pa.Table:
+    """The queries arriving in ``[start_s, end_s)``, their arrivals shifted to start at 0 s (a day of
+    a multi-day workload, an hour of a day)."""
+    w = workload.filter(pc.and_(pc.greater_equal(workload["arrival"], start_s), pc.less(workload["arrival"], end_s)))
+    return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], start_s))
 
 
 def validate_workload(table: pa.Table, kappa: float | None = None) -> pa.Table:

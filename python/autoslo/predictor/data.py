@@ -18,12 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from autoslo.emulation import emulate
-from autoslo.workloads import base_workload, phased_workload, redbench_workload
+from autoslo.workloads import base_workload, phased_workload, redbench_workload, window
 
 RATES = (0.05, 0.1, 0.2, 0.5, 1.0)
 PHASED = ((40, 0.2), (40, 0.5), (15, 0.2), (15, 0.5))
@@ -81,9 +80,7 @@ def _workload(name: str, seed: int, size: int) -> pa.Table:
         rate, rest = name[len("redbench_r") :].split("_from")
         first, hours = (float(x) for x in rest.split("_for"))
         w = redbench_workload(days=1, seed=seed, queries_per_day=float(rate) * size, tenants=4)
-        lo, hi = first * 3600.0, (first + hours) * 3600.0
-        w = w.filter(pc.and_(pc.greater_equal(w["arrival"], lo), pc.less(w["arrival"], hi)))
-        return w.set_column(w.schema.get_field_index("arrival"), "arrival", pc.subtract(w["arrival"], lo))
+        return window(w, first * 3600.0, (first + hours) * 3600.0)
     if name.startswith("base_l"):
         return base_workload(float(name[len("base_l") :]), seed=seed)
     x, h = name[len("phased_x") :].split("_h")

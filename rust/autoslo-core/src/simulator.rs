@@ -46,10 +46,7 @@ impl SimulatorConfig {
     /// The latency multiplier of a query starting at `start` on a cluster ready since `ready`.
     fn cold_factor(&self, ready: Option<f64>, start: f64) -> f64 {
         match (self.cold_start, ready) {
-            (Some(cs), Some(ready)) => {
-                let fade = if cs.duration_s > 0.0 { (1.0 - (start - ready) / cs.duration_s).clamp(0.0, 1.0) } else { 0.0 };
-                1.0 + (cs.factor - 1.0) * fade
-            }
+            (Some(cs), Some(ready)) => cs.multiplier(start - ready),
             _ => 1.0,
         }
     }
@@ -112,11 +109,7 @@ impl<'a> WorkloadSimulator<'a> {
         if !(cfg.spinup_s >= 0.0 && cfg.teardown_s >= 0.0) {
             return Err(AutoSloError::out_of_range("spinup/teardown time", "≥ 0 s", format!("{}/{}", cfg.spinup_s, cfg.teardown_s)));
         }
-        if let Some(cs) = cfg.cold_start {
-            if !(cs.factor.is_finite() && cs.factor >= 1.0 && cs.duration_s.is_finite() && cs.duration_s >= 0.0) {
-                return Err(AutoSloError::out_of_range("simulator cold start", "factor ≥ 1, duration ≥ 0 s", format!("{}/{}", cs.factor, cs.duration_s)));
-            }
-        }
+        cfg.cold_start.map(ColdStart::validated).transpose()?;
         let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false, copied: 0 };
         for &size in initial {
             s.add_cluster(size, 0.0, true, "initial")?;

@@ -46,6 +46,25 @@ impl Default for ColdStart {
     }
 }
 
+impl ColdStart {
+    /// Checks the factor (≥ 1) and the duration (≥ 0 s).
+    pub fn validated(self) -> Result<Self> {
+        if !(self.factor.is_finite() && self.factor >= 1.0) {
+            return Err(AutoSloError::out_of_range("cold-start factor", "≥ 1", self.factor));
+        }
+        if !(self.duration_s.is_finite() && self.duration_s >= 0.0) {
+            return Err(AutoSloError::out_of_range("cold-start duration", "≥ 0 s", self.duration_s));
+        }
+        Ok(self)
+    }
+
+    /// The work multiplier of a query starting `age_s` seconds after its cluster became ready.
+    pub fn multiplier(&self, age_s: f64) -> f64 {
+        let fade = if self.duration_s > 0.0 { (1.0 - age_s / self.duration_s).clamp(0.0, 1.0) } else { 0.0 };
+        1.0 + (self.factor - 1.0) * fade
+    }
+}
+
 /// A fault: cluster `cluster` runs `factor`× slower over `[from_s, until_s)`, silently (nothing
 /// in the control plane says so; only its completions show it).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -92,12 +111,7 @@ impl EmulatorConfig {
     fn validate(&self) -> Result<()> {
         self.billing.validated()?;
         self.lifecycle.validate()?;
-        if !(self.cold_start.factor.is_finite() && self.cold_start.factor >= 1.0) {
-            return Err(AutoSloError::out_of_range("cold-start factor", "≥ 1", self.cold_start.factor));
-        }
-        if !(self.cold_start.duration_s.is_finite() && self.cold_start.duration_s >= 0.0) {
-            return Err(AutoSloError::out_of_range("cold-start duration", "≥ 0 s", self.cold_start.duration_s));
-        }
+        self.cold_start.validated()?;
         if let Some(t) = self.timeout_s {
             if !(t.is_finite() && t > 0.0) {
                 return Err(AutoSloError::out_of_range("timeout", "> 0 s", t));
@@ -284,9 +298,7 @@ impl<'a> Run<'a> {
         let size = self.sims[c].info.size;
         let mut work = mean_runtime * self.noise(qi, size);
         if let Some(ready) = self.sims[c].cold_from {
-            let cs = self.cfg.cold_start;
-            let fade = if cs.duration_s > 0.0 { (1.0 - (t - ready) / cs.duration_s).max(0.0) } else { 0.0 };
-            work *= 1.0 + (cs.factor - 1.0) * fade;
+            work *= self.cfg.cold_start.multiplier(t - ready);
         }
         self.start[qi] = Some(t);
         self.work[qi] = work;

@@ -141,13 +141,10 @@ impl TunerSpec {
     /// The simulator's cold start these settings ask for (validated), if any.
     pub fn simulator_cold_start(&self) -> Result<Option<crate::emulator::ColdStart>> {
         let Some(factor) = self.simulator_cold_start_factor else { return Ok(None) };
-        if !(factor.is_finite() && factor >= 1.0) {
-            return Err(AutoSloError::out_of_range("tuner settings: simulator_cold_start_factor", "≥ 1", factor));
-        }
-        if !(self.simulator_cold_start_s.is_finite() && self.simulator_cold_start_s >= 0.0) {
-            return Err(AutoSloError::out_of_range("tuner settings: simulator_cold_start_s", "≥ 0 s", self.simulator_cold_start_s));
-        }
-        Ok(Some(crate::emulator::ColdStart { factor, duration_s: self.simulator_cold_start_s }))
+        crate::emulator::ColdStart { factor, duration_s: self.simulator_cold_start_s }
+            .validated()
+            .map(Some)
+            .map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: simulator_cold_start_factor / simulator_cold_start_s: {e}")))
     }
 
     /// The pipeline's parameters; `spinup_s` is the engines' spinup delay δ.
