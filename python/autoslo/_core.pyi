@@ -12,6 +12,8 @@ ROUTER_SEARCHES: list[str]
 ARRIVAL_FEATURES: list[str]
 #: Default SLO headroom of the ``autoslo`` router.
 DEFAULT_SLO_HEADROOM: float
+#: The ``autoslo`` scaling policy's selector headroom (a change to Algorithm 3; see docs/autoscaler.md).
+DEFAULT_SELECTOR_HEADROOM: float
 #: Scaling policies selectable by name (see ``autoslo.autoscaler``).
 SCALING_POLICIES: list[str]
 #: Spinup triggers (``queue@N`` for any N >= 1).

@@ -40,7 +40,7 @@ class AutoscalerConfig:
     configure the Snowflake policies, ``rais_level`` (``cost``, ``balanced``, ``performance``) the
     RAIS-like one. ``selector_headroom`` (≥ 1): the selector counts a violation when latency ×
     this factor exceeds the SLO; default 1 (Algorithm 3 literally) except for ``autoslo``, which
-    uses the router's SLO headroom (a change, measured beside the literal ``add-best``).
+    uses ``DEFAULT_SELECTOR_HEADROOM`` = 2 (a change, measured beside the literal ``add-best``).
     ``selector_counts_backlog``: whether a selector branch's outcome includes every query still
     running at its end (Algorithm 3's line 27 as listed; the default) or only those issued after
     the new cluster is available (as the paper's Figure 4 draws it; see ``docs/autoscaler.md``).

@@ -128,9 +128,9 @@ PAPER_TABLE4 = {"queue@32": (-0.410, 0.351), "observed": (-0.376, 0.433), "combi
 
 def _spinup_size_config(method: str, force_at: float) -> AutoscalerConfig:
     """Table 3: one forced decision, no trigger, no teardown. ``autoslo`` is ``add-best`` with the
-    ``autoslo`` policy's selector (the SLO headroom change); ``add-best`` is Algorithm 3 as listed."""
+    ``autoslo`` policy's selector (the headroom change, ``DEFAULT_SELECTOR_HEADROOM``); ``add-best`` is Algorithm 3 as listed."""
     if method == "autoslo":
-        return AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SLO_HEADROOM)
+        return AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SELECTOR_HEADROOM)
     return AutoscalerConfig(policy=method, trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES)
 
 
