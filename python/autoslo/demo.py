@@ -33,7 +33,7 @@ DEMO_DAY = 8
 
 def demo_settings() -> TunerSettings:
     """A quick tuning: 6 forecasts, at most 2 scheduled spinups, T_idle searched."""
-    return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": [300.0, 600.0, 1200.0]})
+    return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": [600.0, 1200.0]})
 
 
 def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0, as_json: bool = False, plot: str | Path | None = "autoslo-demo.png") -> int:

@@ -128,7 +128,7 @@ impl Default for TunerSpec {
             strategy: "coordinate-descent".into(),
             budget: 1,
             top_k: 3,
-            space: SearchSpace::reference(),
+            space: SearchSpace::recommended(),
         }
     }
 }
