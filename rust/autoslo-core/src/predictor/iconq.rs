@@ -816,27 +816,41 @@ impl NativeKernel {
         for (group, sts) in seqs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             // A partial group is cheaper one step at a time (see `after_batch`).
             let lockstep = group.len() == BATCH;
-            self.lockstep_group::<M, BATCH>(group, sts, lockstep, &mut s, |k, xs, pairs, sts, s| k.step_batch::<M>(&k.before, xs, pairs, sts, s));
+            self.lockstep_group::<M, BATCH, false>(group, sts, lockstep, &mut s);
         }
     }
 
-    /// Before passes of `group` (at most `B` sequences) into `sts`: with `lockstep`, one
-    /// `batched` step for the whole group while every sequence has inputs (lanes past the group
-    /// stay zero and are discarded: `batch_inputs` writes only the group's); then each sequence's
-    /// remaining steps one by one.
+    /// Before passes of `group` (at most `B` sequences) into `sts`: with `lockstep`, one batched
+    /// step for the whole group while every sequence has inputs ([`NativeKernel::step_wide`] if
+    /// `WIDE`, else `step_batch`; lanes past the group stay zero and are discarded: `batch_inputs`
+    /// writes only the group's); then each sequence's remaining steps one by one.
+    ///
+    /// The step is chosen by a constant, not passed as a closure: a closure is a function of its
+    /// own, compiled without its caller's target features, so the SIMD intrinsics inlined into it
+    /// became out-of-line calls (9a6e48c: SimulateBatch 2–3× slower on AVX2).
     #[inline(always)]
-    fn lockstep_group<M: MulAdd, const B: usize>(&self, group: &[Seq<'_>], sts: &mut [LstmState], lockstep: bool, s: &mut Scratch, batched: impl Fn(&Self, &[[f32; INTERACTION_DIM]], Pairs<'_>, &mut [LstmState], &mut Scratch)) {
+    fn lockstep_group<M: MulAdd, const B: usize, const WIDE: bool>(&self, group: &[Seq<'_>], sts: &mut [LstmState], lockstep: bool, s: &mut Scratch) {
         let m = group.len();
         let common = if lockstep { group.iter().map(|q| q.0.len()).min().unwrap_or(0) } else { 0 };
         let all_parts = group.iter().all(|q| q.1.is_some());
-        s.v.clear();
+        if WIDE {
+            s.v.clear();
+        }
         let mut xs = [[0f32; INTERACTION_DIM]; B];
         for t in 0..common {
             for (x, q) in xs.iter_mut().zip(group) {
                 *x = q.0[t];
             }
             let pairs: Option<[(&EmbedParts, &EmbedParts); B]> = all_parts.then(|| std::array::from_fn(|b| group[b.min(m - 1)].1.expect("checked: all sequences have parts")[t]));
-            batched(self, &xs[..m], pairs.as_ref().map(|p| &p[..m]), sts, s);
+            let pairs = pairs.as_ref().map(|p| &p[..m]);
+            #[cfg(target_arch = "x86_64")]
+            if WIDE {
+                // SAFETY: `WIDE` is set only by `before_lockstep_512`, which runs only where
+                // AVX-512F, AVX2 and FMA are present (see `before_lockstep_widest`).
+                unsafe { self.step_wide(&self.before, &xs[..m], pairs, sts, s) };
+                continue;
+            }
+            self.step_batch::<M>(&self.before, &xs[..m], pairs, sts, s);
         }
         for (q, st) in group.iter().zip(sts.iter_mut()) {
             for t in common..q.0.len() {
@@ -858,8 +872,7 @@ impl NativeKernel {
             if group.len() <= BATCH {
                 self.before_lockstep::<Fused>(group, sts);
             } else {
-                // SAFETY (the closure): this function runs only where AVX-512F is present (above).
-                self.lockstep_group::<Fused, BATCH_WIDE>(group, sts, true, &mut s, |k, xs, pairs, sts, s| unsafe { k.step_wide(&k.before, xs, pairs, sts, s) });
+                self.lockstep_group::<Fused, BATCH_WIDE, true>(group, sts, true, &mut s);
             }
         }
     }
