@@ -8,6 +8,9 @@ seconds: live arrivals come seconds apart, and after idle a decision runs on col
 come from ``autoslo.base_workload(0.5, seed=1, kappa=2)``, with their SLOs (``--slo workload``)
 or none (``--slo none``: every placement meets its SLO, so cost decides).
 
+Beside each row, a fixed pure-Python loop timed after the same sleep tells how much slower the
+machine itself runs after idle (the CPU's idle states and clock), whatever the router does.
+
 Run with ``make bench-route-idle`` (``python benches/route_after_idle.py --json`` prints JSON).
 """
 
@@ -72,6 +75,18 @@ def measure(gap: float, decisions: int, slo_mode: str, search: str) -> dict[str,
     }
 
 
+def machine_idle(gap: float, repeats: int) -> float:
+    """p50 (ms) of a fixed pure-Python loop with ``gap`` seconds of sleep before each run: how much
+    slower this machine runs any work after idle, whatever the router does."""
+    times = []
+    for _ in range(repeats + 5):
+        time.sleep(gap)
+        t0 = time.perf_counter()
+        sum(i * i for i in range(3000))
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.percentile(times[5:], 50))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gaps", default="0,0.05,2", help="seconds between decisions, comma-separated")
@@ -81,17 +96,19 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
+    gaps = [float(g) for g in args.gaps.split(",")]
+    idle = {gap: machine_idle(gap, min(args.decisions, 25) if gap >= 1 else args.decisions) for gap in gaps}
     for search in args.search.split(","):
-        for gap in (float(g) for g in args.gaps.split(",")):
+        for gap in gaps:
             n = min(args.decisions, 25) if gap >= 1 else args.decisions
             print(f"{search}, gap {gap:g} s: {n} decisions, about {n * gap:.0f} s", file=sys.stderr)
-            rows.append(measure(gap, n, args.slo, search))
+            rows.append(measure(gap, n, args.slo, search) | {"machine_loop_p50_ms": idle[gap]})
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"SLOs: {args.slo}\n\n| search | gap between arrivals | p50 | p90 | clusters chosen |\n|---|---|---|---|---|")
+    print(f"SLOs: {args.slo}\n\n| search | gap between arrivals | p50 | p90 | clusters chosen | a fixed Python loop, p50 |\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['search']} | {r['gap_s']:g} s | {r['p50_ms']:.2f} ms | {r['p90_ms']:.2f} ms | {r['clusters_chosen']} |")
+        print(f"| {r['search']} | {r['gap_s']:g} s | {r['p50_ms']:.2f} ms | {r['p90_ms']:.2f} ms | {r['clusters_chosen']} | {r['machine_loop_p50_ms']:.3f} ms |")
 
 
 if __name__ == "__main__":
