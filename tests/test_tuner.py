@@ -172,6 +172,8 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert (cold.report["validation_violation_rate"], cold.report["validation_cost"]) != (r.report["validation_violation_rate"], r.report["validation_cost"])
     with pytest.raises(autoslo.AutoSloCoreError, match="simulator_cold_start_factor.*must be ≥ 1"):
         T.tune(reservoir, day, settings=replace(settings, simulator_cold_start_factor=0.5))
+    with pytest.raises(autoslo.AutoSloCoreError, match="cost_tolerance"):
+        T.tune(reservoir, day, settings=replace(settings, cost_tolerance=-0.1))
 
     out = tmp_path / "config.yaml"
     settings_file = tmp_path / "s.yaml"

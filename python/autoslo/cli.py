@@ -326,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--arrivals", choices=["deciles", "pattern"], help="the forecaster's arrival model (default: the product's, see docs/tuner.md)")
         r.add_argument("--tau-simulated", dest="tau_simulated", type=float, help="the violation-rate target the tuner holds simulations to (default τ)")
         r.add_argument(
+            "--cost-tolerance", dest="cost_tolerance", type=float, metavar="FRACTION", help="among configurations that meet τ within FRACTION of the cheapest cost, take the fewest violations (a change; default 0.05; 0 is BestWithTarget as listed)"
+        )
+        r.add_argument(
             "--simulator-cold-start", dest="simulator_cold_start", type=float, metavar="FACTOR", help="slow queries on clusters spun up in a simulation by FACTOR, fading over 300 s (a change; default none, the paper's simulator)"
         )
         r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help="the T_idle values (s) the Configuration Tuner tries (default 600 1200)")
@@ -443,6 +446,8 @@ def reproduction_tuner_settings(args: argparse.Namespace) -> TunerSettings:
         settings = replace(settings, tau_simulated=args.tau_simulated)
     if args.simulator_cold_start is not None:
         settings = replace(settings, simulator_cold_start_factor=args.simulator_cold_start)
+    if args.cost_tolerance is not None:
+        settings = replace(settings, cost_tolerance=args.cost_tolerance)
     if args.t_idle:
         settings = replace(settings, space={**(settings.space or {}), "t_idle_s": [float(t) for t in args.t_idle]})
     return settings

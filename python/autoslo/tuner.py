@@ -431,10 +431,15 @@ class TunerSettings:
     Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
     by default) makes the Workload Simulator slow queries on clusters spun up during a simulation
     as the emulator does, fading over ``simulator_cold_start_s``: a change, measured in
-    ``docs/tuner.md``."""
+    ``docs/tuner.md``. ``cost_tolerance`` (a fraction ≥ 0; default
+    ``_core.DEFAULT_COST_TOLERANCE``, 0.05): among configurations that meet the simulated target
+    within this fraction of the cheapest one's cost, the Configuration Tuner takes the one with the
+    fewest simulated violations, a change measured in ``docs/tuner.md``; 0 is BestWithTarget as
+    listed."""
 
     tau: float = 0.1
     tau_simulated: float | None = None
+    cost_tolerance: float = _core.DEFAULT_COST_TOLERANCE
     simulator_cold_start_factor: float | None = None
     simulator_cold_start_s: float = 300.0
     initial_clusters: list[list[int]] = field(default_factory=lambda: [[16], [32]])

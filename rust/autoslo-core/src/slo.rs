@@ -135,9 +135,50 @@ pub fn best_with_target(points: &[(f64, f64)], tau: f64) -> Option<usize> {
     best
 }
 
+/// BestWithTarget with a cost tolerance (**a change**, used by the Configuration Tuner when
+/// `cost_tolerance` > 0): among the points that meet τ, those within `cost_tolerance` (a
+/// fraction) of the cheapest of them are near-equal in cost, and the one with the fewest
+/// violations wins (then the cheaper, then the first). Without a point that meets τ, or with a
+/// tolerance of 0, it is [`best_with_target`]. The Workload Simulator is optimistic about
+/// violations and its cost figures differ from the warehouse's by more than a few per cent
+/// (`docs/tuner.md`), so a cheaper configuration that "also meets τ" is often not the better one.
+pub fn best_with_target_within(points: &[(f64, f64)], tau: f64, cost_tolerance: f64) -> Option<usize> {
+    if cost_tolerance <= 0.0 {
+        return best_with_target(points, tau);
+    }
+    let meets = |&(v, _): &(f64, f64)| v <= tau;
+    let Some(cheapest) = points.iter().filter(|p| meets(p)).map(|p| p.1).min_by(f64::total_cmp) else {
+        return best_with_target(points, tau);
+    };
+    let limit = cheapest + cost_tolerance * cheapest.abs();
+    let mut best: Option<usize> = None;
+    for (i, p) in points.iter().enumerate().filter(|(_, p)| meets(p) && p.1 <= limit) {
+        if best.is_none_or(|b| p.0.total_cmp(&points[b].0).then(p.1.total_cmp(&points[b].1)).is_lt()) {
+            best = Some(i);
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cost_tolerance_prefers_fewer_violations_among_near_equal_costs() {
+        let pts = [(0.08, 100.0), (0.02, 102.0), (0.01, 110.0), (0.2, 50.0)];
+        // Literal: the cheapest that meets τ.
+        assert_eq!(best_with_target_within(&pts, 0.1, 0.0), Some(0));
+        assert_eq!(best_with_target_within(&pts, 0.1, 0.0), best_with_target(&pts, 0.1));
+        // 3 %: 102 is within it, 110 is not.
+        assert_eq!(best_with_target_within(&pts, 0.1, 0.03), Some(1));
+        assert_eq!(best_with_target_within(&pts, 0.1, 0.1), Some(2));
+        // Nothing meets τ: the literal rule (the smallest excess).
+        assert_eq!(best_with_target_within(&[(0.3, 1.0), (0.2, 9.0)], 0.1, 0.05), Some(1));
+        // Equal violations within the tolerance: the cheaper, then the first.
+        assert_eq!(best_with_target_within(&[(0.05, 101.0), (0.05, 100.0), (0.05, 100.0)], 0.1, 0.05), Some(1));
+        assert_eq!(best_with_target_within(&[], 0.1, 0.05), None);
+    }
 
     #[test]
     fn best_with_target_meets_the_target_first_then_cost() {

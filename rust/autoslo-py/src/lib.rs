@@ -533,6 +533,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARRIVAL_FEATURES", autoslo_core::predictor::arrival::ARRIVAL_FEATURES.to_vec())?;
     m.add("DEFAULT_SLO_HEADROOM", router::DEFAULT_SLO_HEADROOM)?;
     m.add("DEFAULT_SELECTOR_HEADROOM", autoslo_core::autoscaler::DEFAULT_SELECTOR_HEADROOM)?;
+    m.add("DEFAULT_COST_TOLERANCE", autoslo_core::tuner::DEFAULT_COST_TOLERANCE)?;
     m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;
     m.add("TRIGGERS", autoslo_core::autoscaler::TRIGGERS.to_vec())?;
     m.add("AUTOSCALER_SETTINGS", scaling::SPEC_KEYS.to_vec())?;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::rng::Rng;
-use crate::slo::best_with_target;
+use crate::slo::best_with_target_within;
 use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings};
 use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig};
 use crate::workload::Workload;
@@ -148,11 +148,15 @@ pub struct ConfigTunerParams {
     pub tau: f64,
     /// Refuse grids larger than this (simulations = points × training workloads).
     pub max_candidates: usize,
+    /// 0: BestWithTarget as in §7.5. Above 0, **a change**: among configurations that meet τ
+    /// within this fraction of the cheapest one's cost, the fewest violations win
+    /// ([`best_with_target_within`]), in the coordinate descent, the top k and on validation.
+    pub cost_tolerance: f64,
 }
 
 impl Default for ConfigTunerParams {
     fn default() -> Self {
-        Self { strategy: Strategy::CoordinateDescent { sweeps: 1 }, top_k: 3, alpha: Aggregate::Mean, tau: 0.1, max_candidates: 512 }
+        Self { strategy: Strategy::CoordinateDescent { sweeps: 1 }, top_k: 3, alpha: Aggregate::Mean, tau: 0.1, max_candidates: 512, cost_tolerance: 0.0 }
     }
 }
 
@@ -243,7 +247,7 @@ pub fn tune_config(
                     }
                     eval((0..n).map(|v| space.set(&current, d, v)).collect(), &mut evaluated)?;
                     let pts: Vec<(f64, f64)> = evaluated.iter().map(|e| e.training).collect();
-                    if let Some(b) = best_with_target(&pts, params.tau) {
+                    if let Some(b) = best_with_target_within(&pts, params.tau, params.cost_tolerance) {
                         current = evaluated[b].config.clone();
                     }
                 }
@@ -256,6 +260,12 @@ pub fn tune_config(
         let (x, y) = (key(evaluated[a].training, params.tau), key(evaluated[b].training, params.tau));
         x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(a.cmp(&b))
     });
+    // With a cost tolerance, its choice on training leads the top k.
+    let pts: Vec<(f64, f64)> = evaluated.iter().map(|e| e.training).collect();
+    if let Some(lead) = best_with_target_within(&pts, params.tau, params.cost_tolerance) {
+        order.retain(|&i| i != lead);
+        order.insert(0, lead);
+    }
     order.truncate(params.top_k);
     let top: Vec<ExecutionConfig> = order.iter().map(|&i| evaluated[i].config.clone()).collect();
     let val = simulate_batch(predictor, &top, validation, &settings, backend, control)?;
@@ -264,6 +274,6 @@ pub fn tune_config(
     for (&i, &p) in order.iter().zip(&points) {
         evaluated[i].validation = Some(p);
     }
-    let chosen = best_with_target(&points, params.tau).unwrap_or(0);
+    let chosen = best_with_target_within(&points, params.tau, params.cost_tolerance).unwrap_or(0);
     Ok(ConfigTuneResult { best: top[chosen].clone(), evaluated, simulations: sims })
 }
