@@ -96,11 +96,10 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
-    gaps = [float(g) for g in args.gaps.split(",")]
-    idle = {gap: machine_idle(gap, min(args.decisions, 25) if gap >= 1 else args.decisions) for gap in gaps}
+    gaps = {float(g): min(args.decisions, 25) if float(g) >= 1 else args.decisions for g in args.gaps.split(",")}
+    idle = {gap: machine_idle(gap, n) for gap, n in gaps.items()}
     for search in args.search.split(","):
-        for gap in gaps:
-            n = min(args.decisions, 25) if gap >= 1 else args.decisions
+        for gap, n in gaps.items():
             print(f"{search}, gap {gap:g} s: {n} decisions, about {n * gap:.0f} s", file=sys.stderr)
             rows.append(measure(gap, n, args.slo, search) | {"machine_loop_p50_ms": idle[gap]})
     if args.json:

@@ -14,6 +14,7 @@ ARRIVAL_FEATURES: list[str]
 DEFAULT_SLO_HEADROOM: float
 #: The ``autoslo`` scaling policy's selector headroom (a change to Algorithm 3; see docs/autoscaler.md).
 DEFAULT_SELECTOR_HEADROOM: float
+#: The Configuration Tuner's default cost tolerance (a change to BestWithTarget; see docs/tuner.md).
 DEFAULT_COST_TOLERANCE: float
 #: Scaling policies selectable by name (see ``autoslo.autoscaler``).
 SCALING_POLICIES: list[str]

@@ -143,21 +143,27 @@ pub fn best_with_target(points: &[(f64, f64)], tau: f64) -> Option<usize> {
 /// violations and its cost figures differ from the warehouse's by more than a few per cent
 /// (`docs/tuner.md`), so a cheaper configuration that "also meets τ" is often not the better one.
 pub fn best_with_target_within(points: &[(f64, f64)], tau: f64, cost_tolerance: f64) -> Option<usize> {
-    if cost_tolerance <= 0.0 {
-        return best_with_target(points, tau);
-    }
-    let meets = |&(v, _): &(f64, f64)| v <= tau;
-    let Some(cheapest) = points.iter().filter(|p| meets(p)).map(|p| p.1).min_by(f64::total_cmp) else {
-        return best_with_target(points, tau);
-    };
+    let cheapest = points.iter().filter(|p| p.0 <= tau).map(|p| p.1).min_by(f64::total_cmp);
+    let (Some(cheapest), true) = (cheapest, cost_tolerance > 0.0) else { return best_with_target(points, tau) };
     let limit = cheapest + cost_tolerance * cheapest.abs();
-    let mut best: Option<usize> = None;
-    for (i, p) in points.iter().enumerate().filter(|(_, p)| meets(p) && p.1 <= limit) {
-        if best.is_none_or(|b| p.0.total_cmp(&points[b].0).then(p.1.total_cmp(&points[b].1)).is_lt()) {
-            best = Some(i);
-        }
+    (0..points.len()).filter(|&i| points[i].0 <= tau && points[i].1 <= limit).min_by(|&a, &b| points[a].0.total_cmp(&points[b].0).then(points[a].1.total_cmp(&points[b].1)).then(a.cmp(&b)))
+}
+
+/// Every index in BestWithTarget order (lexicographic in (max(0, v − τ), k), then index), with
+/// [`best_with_target_within`]'s choice moved to the front: the Configuration Tuner's top k on
+/// training. With a tolerance of 0 it is the BestWithTarget order itself.
+pub fn rank_with_target(points: &[(f64, f64)], tau: f64, cost_tolerance: f64) -> Vec<usize> {
+    let key = |&(v, k): &(f64, f64)| ((v - tau).max(0.0), k);
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (key(&points[a]), key(&points[b]));
+        x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(a.cmp(&b))
+    });
+    if let Some(lead) = best_with_target_within(points, tau, cost_tolerance) {
+        order.retain(|&i| i != lead);
+        order.insert(0, lead);
     }
-    best
+    order
 }
 
 #[cfg(test)]
@@ -178,6 +184,13 @@ mod tests {
         // Equal violations within the tolerance: the cheaper, then the first.
         assert_eq!(best_with_target_within(&[(0.05, 101.0), (0.05, 100.0), (0.05, 100.0)], 0.1, 0.05), Some(1));
         assert_eq!(best_with_target_within(&[], 0.1, 0.05), None);
+        // The ranking: the tolerant choice, then the rest in BestWithTarget order.
+        assert_eq!(rank_with_target(&pts, 0.1, 0.1), vec![2, 0, 1, 3]);
+        assert_eq!(rank_with_target(&pts, 0.1, 0.0), vec![0, 1, 2, 3]);
+        // With no tolerance, the head of the ranking is BestWithTarget's choice.
+        let mixed = [(0.3, 5.0), (0.05, 9.0), (0.0, 9.0), (0.12, 1.0), (0.05, 8.0)];
+        assert_eq!(rank_with_target(&mixed, 0.1, 0.0), vec![4, 1, 2, 3, 0]);
+        assert_eq!(Some(4), best_with_target(&mixed, 0.1));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::rng::Rng;
-use crate::slo::best_with_target_within;
+use crate::slo::{best_with_target_within, rank_with_target};
 use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings};
 use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig};
 use crate::workload::Workload;
@@ -178,11 +178,6 @@ pub struct ConfigTuneResult {
     pub simulations: usize,
 }
 
-/// The BestWithTarget order as a sort key.
-fn key((v, k): (f64, f64), tau: f64) -> (f64, f64) {
-    ((v - tau).max(0.0), k)
-}
-
 /// Tune `base`'s Autoscaler parameters and initial clusters over `space`.
 #[allow(clippy::too_many_arguments)]
 pub fn tune_config(
@@ -255,17 +250,8 @@ pub fn tune_config(
         }
     }
     // Top k on training (the base always among the compared), then validation.
-    let mut order: Vec<usize> = (0..evaluated.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (x, y) = (key(evaluated[a].training, params.tau), key(evaluated[b].training, params.tau));
-        x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(a.cmp(&b))
-    });
-    // With a cost tolerance, its choice on training leads the top k.
-    let pts: Vec<(f64, f64)> = evaluated.iter().map(|e| e.training).collect();
-    if let Some(lead) = best_with_target_within(&pts, params.tau, params.cost_tolerance) {
-        order.retain(|&i| i != lead);
-        order.insert(0, lead);
-    }
+    let training: Vec<(f64, f64)> = evaluated.iter().map(|e| e.training).collect();
+    let mut order = rank_with_target(&training, params.tau, params.cost_tolerance);
     order.truncate(params.top_k);
     let top: Vec<ExecutionConfig> = order.iter().map(|&i| evaluated[i].config.clone()).collect();
     let val = simulate_batch(predictor, &top, validation, &settings, backend, control)?;
