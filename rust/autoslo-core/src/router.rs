@@ -25,7 +25,7 @@ use crate::billing::{cluster_cost_until_drained, BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
 use crate::control::{candidates, Event, RoundRobin, Router};
 use crate::error::{AutoSloError, Result};
-use crate::predictor::{ClusterState, Counterfactual, Predictor, QueryFeatures};
+use crate::predictor::{BeforePass, ClusterState, Counterfactual, Predictor, QueryFeatures};
 use crate::rng::Rng;
 use crate::workload::Query;
 
@@ -237,11 +237,12 @@ pub enum Search {
     /// as it is (an idle cluster: its minimum) already bounds Δ cost (Δ ≥ 0 always), which rules
     /// out every other cluster when the first adds no violation and costs nothing.
     BranchAndBound,
-    /// [`Search::BranchAndBound`], except when the caller is outside the pool, the previous
-    /// decision proved nothing (it evaluated every cluster in full), ended less than [`WARM_FOR`]
-    /// ago, and 64 or more queries run: then [`Search::Exhaustive`] on the pool. After idle a pool
-    /// thread wakes later than the whole decision takes on the calling thread, so a cold pool is
-    /// left out. In batches of simulations (on the pool) the two searches measured the same:
+    /// [`Search::BranchAndBound`]; when the caller is outside a pool of two or more threads and
+    /// 64 or more queries run, the before passes past the first lockstep group are offered to the
+    /// pool while the calling thread bounds the first cluster ([`Ctx::branch_and_bound`]). If
+    /// moreover the previous decision proved nothing (it evaluated every cluster in full) and
+    /// ended less than [`WARM_FOR`] ago: [`Search::Exhaustive`] on the pool. In batches of
+    /// simulations (on the pool) branch and bound and the exhaustive search measured the same:
     /// SimulateBatch 20 × 15k on 2 × 32 RPU took 18.4 s with branch and bound, 18.6 s exhaustive.
     #[default]
     Auto,
@@ -318,16 +319,46 @@ impl Ctx<'_> {
     /// batch), and each is bounded against the best so far in id order. Bounding against an
     /// earlier best is sound: a later best only replaced it by being strictly better.
     ///
-    /// With `together`, when one lockstep step carries every candidate
-    /// ([`Kernel::lockstep_width`](crate::predictor::iconq::Kernel::lockstep_width)), all before
-    /// passes run in that one batch first: the first cluster takes a lane the others' batch
-    /// would have padded, instead of a lone pass of its own; the bounds and the decision are the
-    /// same. Returns the candidates evaluated in full, and whether the first cluster's figures
-    /// ruled out another cluster before its before pass (then `together` computed passes in vain).
-    fn branch_and_bound(&self, cands: &[ClusterInfo], second: SecondKey, together: bool) -> Result<(Vec<Candidate>, bool)> {
+    /// With `together`, the first lockstep group of candidates (as many as one lockstep step
+    /// carries, [`Kernel::lockstep_width`](crate::predictor::iconq::Kernel::lockstep_width)) runs
+    /// its before passes in one batch first: the first cluster takes a lane instead of a lone pass
+    /// of its own, and the rest, if any, follow in groups after the bounds. With no cluster ruled
+    /// out early this never takes more lockstep sequences than the lone first pass does, and one
+    /// fewer when the candidates fill whole groups (8 × 32 on AVX2: two groups of four instead of
+    /// a lone pass, a group and three single passes); the bounds and the decision are the same.
+    /// Returns the candidates evaluated in full, and whether the first cluster's figures ruled out
+    /// another cluster before its before pass (then `together` computed passes in vain).
+    ///
+    /// With `offload` as well (the caller is outside a pool of two or more threads), the before
+    /// passes of the candidates past that first group are offered to the pool, one lockstep group
+    /// per job, while the calling thread runs the first group and the first cluster's after pass;
+    /// the calling thread takes over any group no pool thread has started by the time it needs
+    /// it. The passes are the same computations, so the decision is the same.
+    fn branch_and_bound(&self, cands: &[ClusterInfo], second: SecondKey, together: bool, offload: bool) -> Result<(Vec<Candidate>, bool)> {
+        let w = self.p.kernel().lockstep_width();
+        let head = if together { cands.len().min(w) } else { cands.len().min(1) };
+        if !(offload && together && cands.len() > head) {
+            return self.bound(cands, head, second, None);
+        }
+        let ahead = Ahead::new(cands[head..].chunks(w).collect());
+        rayon::in_place_scope(|s| {
+            for i in 0..ahead.groups.len() {
+                let ahead = &ahead;
+                s.spawn(move |_| ahead.run(self, i));
+            }
+            let out = self.bound(cands, head, second, Some(&ahead));
+            ahead.cancel_unstarted();
+            out
+        })
+    }
+
+    /// The search of [`Ctx::branch_and_bound`]: the before passes of `cands[..head]` run first in
+    /// one batch; those of later candidates come from `ahead` if given, else run in one batch after
+    /// the bounds.
+    fn bound(&self, cands: &[ClusterInfo], head: usize, second: SecondKey, ahead: Option<&Ahead<'_>>) -> Result<(Vec<Candidate>, bool)> {
         let Some((first, rest)) = cands.split_first() else { return Ok((Vec::new(), false)) };
         let k = self.p.kernel();
-        let batch = if together && cands.len() <= k.lockstep_width() { cands } else { std::slice::from_ref(first) };
+        let batch = &cands[..head];
         let qfs: Vec<QueryFeatures> = batch.iter().map(|c| self.features(c)).collect::<Result<_>>()?;
         let models: Vec<&ClusterState> = batch.iter().map(|c| self.model(c)).collect();
         let mut early = ClusterState::before_passes(&models, k, &qfs)?.into_iter();
@@ -347,17 +378,26 @@ impl Ctx<'_> {
                     Some(qf) => *qf,
                     None => self.features(c)?,
                 };
-                open.push((c, before, drain, qf, bp));
+                open.push((i + 1, c, before, drain, qf, bp));
             }
         }
         let pruned = open.len() < rest.len();
-        let late: Vec<usize> = (0..open.len()).filter(|&i| open[i].4.is_none()).collect();
-        let models: Vec<&ClusterState> = late.iter().map(|&i| self.model(open[i].0)).collect();
-        let qfs: Vec<QueryFeatures> = late.iter().map(|&i| open[i].3).collect();
-        for (i, bp) in late.into_iter().zip(ClusterState::before_passes(&models, k, &qfs)?) {
-            open[i].4 = Some(bp);
+        let late: Vec<usize> = (0..open.len()).filter(|&i| open[i].5.is_none()).collect();
+        match ahead {
+            Some(ahead) => {
+                for i in late {
+                    open[i].5 = Some(ahead.take(self, open[i].0 - head)?);
+                }
+            }
+            None => {
+                let models: Vec<&ClusterState> = late.iter().map(|&i| self.model(open[i].1)).collect();
+                let qfs: Vec<QueryFeatures> = late.iter().map(|&i| open[i].4).collect();
+                for (i, bp) in late.into_iter().zip(ClusterState::before_passes(&models, k, &qfs)?) {
+                    open[i].5 = Some(bp);
+                }
+            }
         }
-        for (c, before, drain, qf, bp) in open {
+        for (_, c, before, drain, qf, bp) in open {
             let bp = bp.expect("every open cluster has its before pass");
             let prediction = self.prediction(c, &qf, bp.prediction());
             let v_bound = i64::from(prediction * self.h > self.query.slo);
@@ -371,6 +411,13 @@ impl Ctx<'_> {
             out.push(cand);
         }
         Ok((out, pruned))
+    }
+
+    /// The before passes of `cs` in one batch.
+    fn group_passes(&self, cs: &[ClusterInfo]) -> Result<Vec<Option<BeforePass>>> {
+        let qfs: Vec<QueryFeatures> = cs.iter().map(|c| self.features(c)).collect::<Result<_>>()?;
+        let models: Vec<&ClusterState> = cs.iter().map(|c| self.model(c)).collect();
+        Ok(ClusterState::before_passes(&models, self.p.kernel(), &qfs)?.into_iter().map(Some).collect())
     }
 
     /// A lower bound of Δ cost on `c`: the arrival, and the cluster drained no earlier than `drain`.
@@ -427,6 +474,72 @@ impl Ctx<'_> {
             out.extend(r.into_inner().unwrap_or_else(PoisonError::into_inner).expect("every chunk ran")?);
         }
         Ok(out)
+    }
+}
+
+/// A slot of [`Ahead`]: a group's before passes, not yet taken, computed, or no longer wanted.
+enum Slot {
+    Todo,
+    Done(Result<Vec<Option<BeforePass>>>),
+    Cancelled,
+}
+
+/// Before passes offered to the pool ahead of need ([`Ctx::branch_and_bound`]): one lockstep
+/// group of candidates per slot. Whoever locks a slot first while it is [`Slot::Todo`] computes
+/// it, holding the lock meanwhile, so a locked slot is one being computed.
+struct Ahead<'a> {
+    groups: Vec<&'a [ClusterInfo]>,
+    slots: Vec<Mutex<Slot>>,
+}
+
+impl<'a> Ahead<'a> {
+    fn new(groups: Vec<&'a [ClusterInfo]>) -> Self {
+        let slots = groups.iter().map(|_| Mutex::new(Slot::Todo)).collect();
+        Self { groups, slots }
+    }
+
+    /// A pool job: compute group `g` unless someone else has (or is computing it).
+    fn run(&self, ctx: &Ctx<'_>, g: usize) {
+        if let Ok(mut slot) = self.slots[g].try_lock() {
+            if matches!(*slot, Slot::Todo) {
+                *slot = Slot::Done(ctx.group_passes(self.groups[g]));
+            }
+        }
+    }
+
+    /// The before pass of the `j`-th offered candidate: computed here if no pool thread has
+    /// started its group, else waited for (spinning up to [`SPIN_FOR`], then blocking).
+    fn take(&self, ctx: &Ctx<'_>, j: usize) -> Result<BeforePass> {
+        let w = self.groups[0].len();
+        let (g, i) = (j / w, j % w);
+        let start = Instant::now();
+        let mut slot = loop {
+            match self.slots[g].try_lock() {
+                Ok(slot) => break slot,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) if start.elapsed() < SPIN_FOR => std::hint::spin_loop(),
+                Err(std::sync::TryLockError::WouldBlock) => break self.slots[g].lock().unwrap_or_else(PoisonError::into_inner),
+            }
+        };
+        if !matches!(*slot, Slot::Done(_)) {
+            *slot = Slot::Done(ctx.group_passes(self.groups[g]));
+        }
+        match &mut *slot {
+            Slot::Done(Ok(passes)) => Ok(passes[i].take().expect("each offered before pass is taken once")),
+            Slot::Done(Err(e)) => Err(AutoSloError::InvalidAction(format!("a before pass computed ahead failed: {e}"))),
+            _ => unreachable!("filled above"),
+        }
+    }
+
+    /// Mark every group no one has started as not wanted, so its job returns at once.
+    fn cancel_unstarted(&self) {
+        for slot in &self.slots {
+            if let Ok(mut slot) = slot.try_lock() {
+                if matches!(*slot, Slot::Todo) {
+                    *slot = Slot::Cancelled;
+                }
+            }
+        }
     }
 }
 
@@ -497,11 +610,13 @@ impl AutoSloRouter {
         let ctx = Ctx { p: &self.predictor, billing: &self.billing, books: &self.books.books, h: self.slo_headroom, now, query };
         let total: usize = cands.iter().map(|c| ctx.books[&c.id].queries.len()).sum();
         let threads = rayon::current_num_threads().min(cands.len());
-        let warm_pool = threads > 1 && total >= 64 && rayon::current_thread_index().is_none() && self.last_end.is_some_and(|t| t.elapsed() < WARM_FOR);
+        let outside_pool = threads > 1 && total >= 64 && rayon::current_thread_index().is_none();
+        let warm_pool = outside_pool && self.last_end.is_some_and(|t| t.elapsed() < WARM_FOR);
+        let offload = outside_pool && self.search == Search::Auto;
         let out = match self.search {
             Search::Exhaustive => ctx.every_cluster(&cands, threads, total),
             Search::Auto if warm_pool && self.last_proved_nothing => ctx.every_cluster(&cands, threads, total),
-            Search::BranchAndBound | Search::Auto => ctx.branch_and_bound(&cands, self.second_key, !self.last_pruned_early).map(|(out, pruned)| {
+            Search::BranchAndBound | Search::Auto => ctx.branch_and_bound(&cands, self.second_key, !self.last_pruned_early, offload).map(|(out, pruned)| {
                 self.last_pruned_early = pruned;
                 out
             }),
