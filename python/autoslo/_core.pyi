@@ -16,6 +16,8 @@ DEFAULT_SLO_HEADROOM: float
 DEFAULT_SELECTOR_HEADROOM: float
 #: The Configuration Tuner's default cost tolerance (a change to BestWithTarget; see docs/tuner.md).
 DEFAULT_COST_TOLERANCE: float
+#: The T_idle values (s) of the Configuration Tuner's default search space (a change: see docs/tuner.md).
+DEFAULT_T_IDLE_S: list[float]
 #: Scaling policies selectable by name (see ``autoslo.autoscaler``).
 SCALING_POLICIES: list[str]
 #: Spinup triggers (``queue@N`` for any N >= 1).

@@ -331,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument(
             "--simulator-cold-start", dest="simulator_cold_start", type=float, metavar="FACTOR", help="slow queries on clusters spun up in a simulation by FACTOR, fading over 300 s (a change; default none, the paper's simulator)"
         )
-        r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help="the T_idle values (s) the Configuration Tuner tries (default 600 1200)")
+        r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help=f"the T_idle values (s) the Configuration Tuner tries (default {' '.join(f'{t:g}' for t in _core.DEFAULT_T_IDLE_S)})")
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         if name == "tuner":

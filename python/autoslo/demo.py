@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import emulate
@@ -33,7 +34,7 @@ DEMO_DAY = 8
 
 def demo_settings() -> TunerSettings:
     """A quick tuning: 6 forecasts, at most 2 scheduled spinups, T_idle searched."""
-    return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": [600.0, 1200.0]})
+    return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": list(_core.DEFAULT_T_IDLE_S)})
 
 
 def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0, as_json: bool = False, plot: str | Path | None = "autoslo-demo.png") -> int:

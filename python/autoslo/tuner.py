@@ -427,7 +427,7 @@ class TunerSettings:
     (S); ``delinquent_k`` (k) and ``sigma_min_s`` (σ_min) of FindGoodSpinupTime; the
     Configuration Tuner's ``strategy`` (``grid``, ``random``, ``coordinate-descent``), ``budget``
     and ``top_k`` over ``space`` (knob → values; ``{}`` for the default ranges, the reference ones
-    without T_idle = 300 s, a change measured in ``docs/tuner.md``; ``None`` to skip the
+    with T_idle over ``_core.DEFAULT_T_IDLE_S`` (600, 1200, 1800 s), a change measured in ``docs/tuner.md``; ``None`` to skip the
     Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
     by default) makes the Workload Simulator slow queries on clusters spun up during a simulation
     as the emulator does, fading over ``simulator_cold_start_s``: a change, measured in

@@ -534,6 +534,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_SLO_HEADROOM", router::DEFAULT_SLO_HEADROOM)?;
     m.add("DEFAULT_SELECTOR_HEADROOM", autoslo_core::autoscaler::DEFAULT_SELECTOR_HEADROOM)?;
     m.add("DEFAULT_COST_TOLERANCE", autoslo_core::tuner::DEFAULT_COST_TOLERANCE)?;
+    m.add("DEFAULT_T_IDLE_S", autoslo_core::tuner::DEFAULT_T_IDLE_S.to_vec())?;
     m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;
     m.add("TRIGGERS", autoslo_core::autoscaler::TRIGGERS.to_vec())?;
     m.add("AUTOSCALER_SETTINGS", scaling::SPEC_KEYS.to_vec())?;
