@@ -186,6 +186,54 @@ fn parallel_evaluation_equals_one_thread() {
     assert_eq!(want, outside);
 }
 
+/// A decision from outside any pool (the live router) never queues behind the global pool, which a
+/// scaling decision may keep busy: with every global worker blocked, both searches that use other
+/// threads still decide, and as they do on one thread.
+#[test]
+fn decisions_outside_the_pool_do_not_wait_for_the_global_pool() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let p = model();
+    let q = |id: u64, t: f64, slo: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: (id * 37 % 99 + 1) as u16, instance: 1 }, tenant: 0, class: 0, slo };
+    let infos: Vec<ClusterInfo> = (0..8).map(|i| info(i, [32, 16][i as usize % 2])).collect();
+    let mut r = AutoSloRouter::new(p, BillingPolicy::default());
+    for i in 0..256u64 {
+        r.route(i as f64 * 0.01, &q(i, i as f64 * 0.01, 1e6), std::slice::from_ref(&infos[i as usize % 8])).unwrap();
+    }
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let arrival = q(1000, 3.0, 10.0);
+    let want: Vec<_> = one.install(|| r.clone().with_search(Search::Exhaustive).evaluate(3.0, &arrival, &infos)).unwrap().into_iter().map(|c| (c.cluster, c.delta_violations, c.delta_cost)).collect();
+    // Block every global worker until the decisions are done.
+    let (release, blocked) = mpsc::channel::<()>();
+    let blocked = std::sync::Arc::new(std::sync::Mutex::new(blocked));
+    let (started, all_started) = mpsc::channel::<()>();
+    for _ in 0..rayon::current_num_threads() {
+        let (blocked, started) = (blocked.clone(), started.clone());
+        rayon::spawn(move || {
+            started.send(()).unwrap();
+            let _ = blocked.lock().unwrap().recv();
+        });
+    }
+    // Only the first worker can take the lock; the others wait on it, so all are busy.
+    all_started.recv_timeout(Duration::from_secs(60)).expect("a global worker started");
+    let (done, finished) = mpsc::channel();
+    let (r2, infos2) = (r.clone(), infos.clone());
+    std::thread::spawn(move || {
+        for search in [Search::Auto, Search::Exhaustive, Search::Auto] {
+            let got: Vec<_> = r2.clone().with_search(search).evaluate(3.0, &arrival, &infos2).unwrap().into_iter().map(|c| (c.cluster, c.delta_violations, c.delta_cost)).collect();
+            done.send((search, got)).unwrap();
+        }
+    });
+    let results: Vec<_> = (0..3).map(|_| finished.recv_timeout(Duration::from_secs(120)).expect("a decision waited for the blocked global pool")).collect();
+    for _ in 0..rayon::current_num_threads() {
+        let _ = release.send(());
+    }
+    for (search, got) in results {
+        let best = |v: &Vec<(u32, i64, f64)>| v.iter().min_by(|a, b| (a.1, a.2).partial_cmp(&(b.1, b.2)).unwrap()).map(|c| c.0);
+        assert_eq!(best(&got), best(&want), "{search:?}");
+    }
+}
+
 #[test]
 fn second_key_decides_between_placements_with_equal_violations() {
     let p = model();
