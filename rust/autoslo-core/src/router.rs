@@ -349,7 +349,7 @@ impl Ctx<'_> {
                 s.spawn(move |_| ahead.run(self, i));
             }
             let out = self.bound(cands, head, second, Some(&ahead));
-            ahead.cancel_unstarted();
+            ahead.offered.cancel_unstarted();
             out
         })
     }
@@ -448,94 +448,80 @@ impl Ctx<'_> {
         if !(threads > 1 && total >= 64) {
             return self.chunk(cands);
         }
-        // One chunk of clusters per thread. Whoever claims a chunk first evaluates it: the
-        // calling thread takes its own and then every chunk no pool thread has started, so a
-        // pool thread that wakes late (after idle, a VM can take longer than the whole
-        // decision) costs nothing but the wasted wake-up.
-        // A chunk's slot is locked while it is evaluated: a thread that finds it locked or
-        // filled leaves it alone.
+        // One chunk of clusters per thread, offered ([`Offered`]): the calling thread takes its
+        // own and then every chunk no pool thread has started, so a pool thread that wakes late
+        // (after idle, a VM can take longer than the whole decision) costs nothing but the
+        // wasted wake-up.
         let chunks: Vec<&[ClusterInfo]> = cands.chunks(cands.len().div_ceil(threads)).collect();
-        let results: Vec<Mutex<Option<Result<Vec<Candidate>>>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
-        let pending = AtomicUsize::new(chunks.len());
-        let run = |i: usize| {
-            if let Ok(mut slot) = results[i].try_lock() {
-                if slot.is_none() {
-                    *slot = Some(self.chunk(chunks[i]));
-                    pending.fetch_sub(1, Ordering::Release);
-                }
-            }
-        };
+        let offered = Offered::new(chunks.len());
+        let run = |i: usize| offered.run(i, || self.chunk(chunks[i]));
         in_scope(pool, |s| {
             for i in 1..chunks.len() {
                 let run = &run;
                 s.spawn(move |_| run(i));
             }
             (0..chunks.len()).for_each(run);
-            await_pool(&pending);
+            await_pool(&offered.pending);
         });
         let mut out = Vec::with_capacity(cands.len());
-        for r in results {
-            out.extend(r.into_inner().unwrap_or_else(PoisonError::into_inner).expect("every chunk ran")?);
+        for r in offered.into_done() {
+            out.extend(r?);
         }
         Ok(out)
     }
 }
 
-/// A slot of [`Ahead`]: a group's before passes, not yet taken, computed, or no longer wanted.
-enum Slot {
+/// A slot of [`Offered`]: not started, computed, or no longer wanted.
+enum Slot<T> {
     Todo,
-    Done(Result<Vec<Option<BeforePass>>>),
+    Done(T),
     Cancelled,
 }
 
-/// Before passes offered to the pool ahead of need ([`Ctx::branch_and_bound`]): one lockstep
-/// group of candidates per slot. Whoever locks a slot first while it is [`Slot::Todo`] computes
-/// it, holding the lock meanwhile, so a locked slot is one being computed.
-struct Ahead<'a> {
-    groups: Vec<&'a [ClusterInfo]>,
-    slots: Vec<Mutex<Slot>>,
+/// Work offered to other threads that the offering thread takes over if no one has started it:
+/// one slot per item. Whoever locks a slot first while it is [`Slot::Todo`] computes it, holding
+/// the lock meanwhile, so a locked slot is one being computed. `pending` counts the items not yet
+/// computed.
+struct Offered<T> {
+    slots: Vec<Mutex<Slot<T>>>,
+    pending: AtomicUsize,
 }
 
-impl<'a> Ahead<'a> {
-    fn new(groups: Vec<&'a [ClusterInfo]>) -> Self {
-        let slots = groups.iter().map(|_| Mutex::new(Slot::Todo)).collect();
-        Self { groups, slots }
+impl<T> Offered<T> {
+    fn new(n: usize) -> Self {
+        Self { slots: (0..n).map(|_| Mutex::new(Slot::Todo)).collect(), pending: AtomicUsize::new(n) }
     }
 
-    /// A pool job: compute group `g` unless someone else has (or is computing it).
-    fn run(&self, ctx: &Ctx<'_>, g: usize) {
-        if let Ok(mut slot) = self.slots[g].try_lock() {
+    /// Compute item `i` with `f` unless someone has started it (or it is no longer wanted).
+    fn run(&self, i: usize, f: impl FnOnce() -> T) {
+        if let Ok(mut slot) = self.slots[i].try_lock() {
             if matches!(*slot, Slot::Todo) {
-                *slot = Slot::Done(ctx.group_passes(self.groups[g]));
+                *slot = Slot::Done(f());
+                self.pending.fetch_sub(1, Ordering::Release);
             }
         }
     }
 
-    /// The before pass of the `j`-th offered candidate: computed here if no pool thread has
-    /// started its group, else waited for (spinning up to [`SPIN_FOR`], then blocking).
-    fn take(&self, ctx: &Ctx<'_>, j: usize) -> Result<BeforePass> {
-        let w = self.groups[0].len();
-        let (g, i) = (j / w, j % w);
+    /// Item `i`'s slot, computed: here with `f` if no one has started it, else waited for
+    /// (spinning up to [`SPIN_FOR`], then blocking).
+    fn claim(&self, i: usize, f: impl FnOnce() -> T) -> std::sync::MutexGuard<'_, Slot<T>> {
         let start = Instant::now();
         let mut slot = loop {
-            match self.slots[g].try_lock() {
+            match self.slots[i].try_lock() {
                 Ok(slot) => break slot,
                 Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) if start.elapsed() < SPIN_FOR => std::hint::spin_loop(),
-                Err(std::sync::TryLockError::WouldBlock) => break self.slots[g].lock().unwrap_or_else(PoisonError::into_inner),
+                Err(std::sync::TryLockError::WouldBlock) => break self.slots[i].lock().unwrap_or_else(PoisonError::into_inner),
             }
         };
         if !matches!(*slot, Slot::Done(_)) {
-            *slot = Slot::Done(ctx.group_passes(self.groups[g]));
+            *slot = Slot::Done(f());
+            self.pending.fetch_sub(1, Ordering::Release);
         }
-        match &mut *slot {
-            Slot::Done(Ok(passes)) => Ok(passes[i].take().expect("each offered before pass is taken once")),
-            Slot::Done(Err(e)) => Err(AutoSloError::InvalidAction(format!("a before pass computed ahead failed: {e}"))),
-            _ => unreachable!("filled above"),
-        }
+        slot
     }
 
-    /// Mark every group no one has started as not wanted, so its job returns at once.
+    /// Mark every item no one has started as not wanted, so its job returns at once.
     fn cancel_unstarted(&self) {
         for slot in &self.slots {
             if let Ok(mut slot) = slot.try_lock() {
@@ -543,6 +529,49 @@ impl<'a> Ahead<'a> {
                     *slot = Slot::Cancelled;
                 }
             }
+        }
+    }
+
+    /// Every item's result, once every item was computed (after the scope that offered them).
+    fn into_done(self) -> impl Iterator<Item = T> {
+        self.slots.into_iter().map(|m| match m.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Slot::Done(t) => t,
+            _ => unreachable!("every offered item was computed"),
+        })
+    }
+}
+
+/// Before passes offered to the helper threads ahead of need ([`Ctx::branch_and_bound`]): one
+/// lockstep group of candidates per item.
+struct Ahead<'a> {
+    groups: Vec<&'a [ClusterInfo]>,
+    offered: Offered<Result<Vec<Option<BeforePass>>>>,
+}
+
+impl<'a> Ahead<'a> {
+    fn new(groups: Vec<&'a [ClusterInfo]>) -> Self {
+        let offered = Offered::new(groups.len());
+        Self { groups, offered }
+    }
+
+    /// A helper's job: group `g`'s before passes.
+    fn run(&self, ctx: &Ctx<'_>, g: usize) {
+        self.offered.run(g, || ctx.group_passes(self.groups[g]));
+    }
+
+    /// The before pass of the `j`-th offered candidate (computed here if no helper has started
+    /// its group).
+    fn take(&self, ctx: &Ctx<'_>, j: usize) -> Result<BeforePass> {
+        let w = self.groups[0].len();
+        let (g, i) = (j / w, j % w);
+        let mut slot = self.offered.claim(g, || ctx.group_passes(self.groups[g]));
+        match &mut *slot {
+            Slot::Done(Ok(passes)) => Ok(passes[i].take().expect("each offered before pass is taken once")),
+            Slot::Done(Err(_)) => match std::mem::replace(&mut *slot, Slot::Cancelled) {
+                Slot::Done(Err(e)) => Err(e),
+                _ => unreachable!("matched above"),
+            },
+            _ => unreachable!("claim computes the slot"),
         }
     }
 }

@@ -214,8 +214,10 @@ fn decisions_outside_the_pool_do_not_wait_for_the_global_pool() {
             let _ = blocked.lock().unwrap().recv();
         });
     }
-    // Only the first worker can take the lock; the others wait on it, so all are busy.
-    all_started.recv_timeout(Duration::from_secs(60)).expect("a global worker started");
+    // Every worker has its job (the first holds the lock, the others wait on it): all are busy.
+    for _ in 0..rayon::current_num_threads() {
+        all_started.recv_timeout(Duration::from_secs(60)).expect("every global worker started");
+    }
     let (done, finished) = mpsc::channel();
     let (r2, infos2) = (r.clone(), infos.clone());
     std::thread::spawn(move || {
