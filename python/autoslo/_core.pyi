@@ -121,9 +121,9 @@ def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -
     isolated means, run-to-run noise, and ``passed``. Raises ValueError for the fit's seed stream."""
 
 def calibrate_fit(
-    seeds: int = 12,
-    random_candidates: int = 200,
-    budget: int = 1500,
+    seeds: int = 30,
+    random_candidates: int = 500,
+    budget: int = 2000,
     search_seed: int = 1,
     progress: Callable[[int, int], bool | None] | None = None,
 ) -> tuple[str, list[tuple[int, float, int]]]:

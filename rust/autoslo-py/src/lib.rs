@@ -461,7 +461,7 @@ fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize
 /// Fit the emulator's interference parameters on the fit seed stream; returns the parameter file
 /// text (what `python/autoslo/data/interference.csv` ships) and per-size losses.
 #[pyfunction]
-#[pyo3(signature = (seeds=12, random_candidates=200, budget=1500, search_seed=1, progress=None))]
+#[pyo3(signature = (seeds=30, random_candidates=500, budget=2000, search_seed=1, progress=None))]
 fn calibrate_fit(py: Python<'_>, seeds: u64, random_candidates: usize, budget: usize, search_seed: u64, progress: Option<Py<PyAny>>) -> PyResult<(String, Vec<(u32, f64, usize)>)> {
     let cfg = EmulatorConfig::default();
     let opts = calibration::FitOptions { seeds, random_candidates, budget, search_seed };
