@@ -114,6 +114,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for c, q in v.get("per_class", {}).items():
             print(f"{'':>9}  {c:>9}: {_fmt_q(q)}  mean ln residual {q['mean_ln_residual']:+.3f}")
         print(f"{'':>9}  Stage alone: {_fmt_q(v['stage_only'])}")
+    floor = r["noise_floor"]
+    print(f"noise floor (real isolated runs, each predicted by its own runs' geometric mean): {_fmt_q(floor['overall'])}")
     return 0
 
 
