@@ -81,7 +81,9 @@ def test_calibrate_holds_on_any_check_seed(seed: int) -> None:
 
 
 def test_calibrate_refuses_the_fit_seed_stream() -> None:
-    report = run("calibrate", "--json", "--seeds", "1", "--replications", "1").stdout
+    # One seed is too few for the check to pass (a bin's median over one seed is noisy); only the
+    # fit seed printed in the report is read here.
+    report = run("calibrate", "--json", "--seeds", "1", "--replications", "1", check=False).stdout
     fit_seed = json.loads(report)["fit_seed"]
     r = run("calibrate", "--seed", str(fit_seed), check=False)
     assert r.returncode != 0 and "fit" in r.stderr
