@@ -28,7 +28,7 @@ from autoslo.bundled import BUNDLED, bundled_model_dir, load
 from autoslo.predictor.data import REDBENCH, DataConfig, TraceSet, test_split
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
-from autoslo.predictor.stage import train_stage
+from autoslo.predictor.stage import isolated_executions, train_stage
 from autoslo.predictor.arrival import fit_arrival
 from autoslo.predictor.config import VARIANTS, TrainConfig, qerror_summary
 
@@ -64,21 +64,16 @@ def train(*args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 def noise_floor() -> dict:
-    """Q-error of the best possible prediction of a single run, from the real measurements.
+    """Q-error of an in-sample oracle of single runs, from the real measurements.
 
     Every (template, instance, RPU) measured more than once in isolation (the bundled copy of
-    ``isolated_runtimes.yml``) is predicted by the geometric mean of its own runs: the
-    prediction that minimises the log error in sample, knowing the query, the size and that
-    nothing else runs. What is left is run-to-run noise, which the emulator reproduces (``autoslo
-    calibrate`` checks its spread), so no latency predictor scores below these percentiles on
-    single runs. Overall and per RPU (sizes with at least 30 such runs).
+    ``isolated_runtimes.yml``) is predicted by the geometric mean of its own runs: the prediction
+    with the least squared log error in sample, knowing the query, the size and that nothing else
+    runs. What is left is run-to-run noise, which the emulator reproduces (``autoslo calibrate``
+    checks its spread): a reference for how low a predictor of single runs can score, not a proof
+    of a bound on every percentile. Overall and per RPU (sizes with at least 30 such runs).
     """
-    from importlib import resources
-
-    import pyarrow.csv as pacsv
-
-    t = pacsv.read_csv(str(resources.files("autoslo") / "data" / "isolated_runtimes.csv"))
-    rpu, tpl, inst, y = (t[c].to_numpy() for c in ("rpu", "template", "instance", "runtime_s"))
+    tpl, inst, rpu, y, _ = isolated_executions(None)
     ly = np.log(y.astype(np.float64))
     keys = np.stack([rpu, tpl, inst], axis=1)
     _, group, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
@@ -113,9 +108,9 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
     ln residual (ln latency − ln prediction: positive when the model predicts too fast), and per
     workload class when the trace has a ``class`` column (as Redbench-like traces do).
 
-    ``noise_floor`` (see :func:`noise_floor`) is what a perfect model of the warehouse would still
-    score on single runs. Defaults: the four bundled ablation variants, on the held-out test split of the generated data
-    (regenerated deterministically from the models' data configuration). Only uncensored queries
+    ``noise_floor`` (see :func:`noise_floor`) is what the best in-sample prediction of single real
+    runs scores. Defaults: the four bundled ablation variants, on the held-out test split of the
+    generated data (regenerated deterministically from the models' data configuration). Only uncensored queries
     with their full neighbour sets are scored, as in the paper's Figure 7a.
     """
     if models is None:
