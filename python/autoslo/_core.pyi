@@ -100,7 +100,7 @@ def emulate(
     schedule: Sequence[tuple[float, str, int]] | None = None,
     progress: Callable[[int, int], bool | None] | None = None,
     predictor: Predictor | None = None,
-    slo_headroom: float = 1.25,
+    slo_headroom: float = 1.5,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
     reservation: tuple[Sequence[str], Sequence[str] | None, Sequence[int], bool] | None = None,
@@ -246,7 +246,7 @@ class ControlPlane:
         seed: int = 0,
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
-        slo_headroom: float = 1.25,
+        slo_headroom: float = 1.5,
         config: str | None = None,
     ) -> None: ...
     def route(self, query_id: int, template: int, instance: int, slo: float) -> int:
@@ -281,7 +281,7 @@ class Router:
         seed: int = 0,
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
-        slo_headroom: float = 1.25,
+        slo_headroom: float = 1.5,
         search: str = "auto",
     ) -> None: ...
     @property
@@ -313,7 +313,7 @@ def simulate(
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
-    slo_headroom: float = 1.25,
+    slo_headroom: float = 1.5,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -516,7 +516,7 @@ def live(
     seed: int = 0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
-    slo_headroom: float = 1.25,
+    slo_headroom: float = 1.5,
     progress: Callable[[int, int], object] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table, dict[str, object]]:
     """A live run (see ``autoslo.live.live``): (trace, clusters, events, extras with attempts,
