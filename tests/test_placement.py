@@ -33,10 +33,10 @@ def test_a_silently_slower_cluster_on_the_emulator_is_ejected_and_reenters() -> 
     start, end = r["window_s"]
     ejected = [(t, c) for t, c, ev in ejecting["ejections"] if ev == "ejected"]
     assert ejected and all(c == 1 and start <= t < end + 3600 for t, c in ejected), ejected
-    # In service again at the end: the last event is a re-entry, on probation (docs/placement.md: on seed 3 the last
-    # one comes at 10.71 h, shortly before the slowdown ends, and no fresh outlier ejects it again), and nothing is
-    # ejected once the slowed queries have completed (they may still complete, and count, for an hour after the window).
-    assert ejecting["ejections"][-1][2] == "reentered" and ejecting["ejections"][-1][0] > ejected[-1][0]
+    # In service again at the end: the last event is a re-entry, on probation (docs/placement.md: on seed 3 it comes at
+    # 10.71 h, shortly before the slowdown ends, and no fresh outlier ejects it again). That nothing is ejected an hour
+    # after the window, once the slowed queries have completed, is asserted above.
+    assert ejecting["ejections"][-1][2] == "reentered"
     # Covering the ejected capacity brings the violation rate nearer the healthy one; the cover is released at the end.
     covered = runs["degraded + ejection + cover"]
     assert not runs["healthy + ejection + cover"]["ejections"]
