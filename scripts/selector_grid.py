@@ -18,11 +18,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autoslo import reproduce as R
 from autoslo import reproduce_tuner as T
-from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import emulate
+from autoslo.reproduce import reproduce_spinup_size
 from autoslo.tuner import ExecutionConfig
 
 TABLE3_SEEDS = (10, 11, 12, 13, 14)
@@ -31,18 +30,7 @@ DAY_SEEDS = (100, 7)
 
 def table3(mu: int, headroom: float, predictor) -> float:
     """Table 3's mean violation-rate change of the selector at (μ, headroom) against `noop`."""
-
-    def config(method: str, force_at: float) -> AutoscalerConfig:
-        if method == "autoslo":
-            return AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=R.AUTOSCALER_SIZES, selector_headroom=headroom, mu=mu)
-        return AutoscalerConfig(policy=method, trigger="never", force_at=force_at, teardown=False, sizes=R.AUTOSCALER_SIZES)
-
-    saved = R._spinup_size_config
-    R._spinup_size_config = config
-    try:
-        out = R._autoscaler_table("spinup-size", list(TABLE3_SEEDS), ["noop", "autoslo"], R.AUTOSCALER_SCENARIOS, predictor, None)
-    finally:
-        R._spinup_size_config = saved
+    out = reproduce_spinup_size(list(TABLE3_SEEDS), methods=["noop", "autoslo"], predictor=predictor, selector={"mu": mu, "selector_headroom": headroom})
     return float(out["mean_change_vs_noop"]["autoslo"]["mean_violation_rate_change"])
 
 
@@ -87,7 +75,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for r in rows:
         mark = "**" if r is chosen else ""
-        print(f"| {mark}{r['mu']}{mark} | {mark}{r['headroom']:g}{mark} | {r['table3_change'] * 100:+.1f} % | {r['days_mean_vr'] * 100:.1f} % ({r['days_max_vr'] * 100:.1f} %) | ${r['days_mean_cost']:.1f} | {r['days_over_tau']} |")
+        change = f"{r['table3_change'] * 100:+.1f}".replace("-", "−")
+        print(f"| {mark}{r['mu']}{mark} | {mark}{r['headroom']:g}{mark} | {change} % | {r['days_mean_vr'] * 100:.1f} % ({r['days_max_vr'] * 100:.1f} %) | ${r['days_mean_cost']:.1f} | {r['days_over_tau']} |")
     print("chosen by the rule:", f"μ = {chosen['mu']}, headroom {chosen['headroom']:g}" if chosen else "none qualifies")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

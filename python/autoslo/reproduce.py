@@ -10,8 +10,10 @@ reporting violation rate and cost per scenario and the mean relative change agai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -126,11 +128,13 @@ PAPER_TABLE3 = {"horizontal": (-0.427, 0.110), "vertical": (-0.836, 0.091), "add
 PAPER_TABLE4 = {"queue@32": (-0.410, 0.351), "observed": (-0.376, 0.433), "combined": (-0.546, 0.641)}
 
 
-def _spinup_size_config(method: str, force_at: float) -> AutoscalerConfig:
+def _spinup_size_config(method: str, force_at: float, selector: Mapping[str, Any] | None = None) -> AutoscalerConfig:
     """Table 3: one forced decision, no trigger, no teardown. ``autoslo`` is ``add-best`` with the
-    ``autoslo`` policy's selector (the headroom change, ``DEFAULT_SELECTOR_HEADROOM``); ``add-best`` is Algorithm 3 as listed."""
+    ``autoslo`` policy's selector (the headroom change, ``DEFAULT_SELECTOR_HEADROOM``), with
+    ``selector``'s settings on top (e.g. ``mu``); ``add-best`` is Algorithm 3 as listed."""
     if method == "autoslo":
-        return AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SELECTOR_HEADROOM)
+        cfg = AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SELECTOR_HEADROOM)
+        return replace(cfg, **(selector or {}))
     return AutoscalerConfig(policy=method, trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES)
 
 
@@ -150,6 +154,7 @@ def _autoscaler_table(
     scenarios: Sequence[tuple[float, float, tuple[int, ...]]],
     predictor: _core.Predictor | None,
     queries: int | None,
+    selector: Mapping[str, Any] | None = None,
 ) -> dict:
     seeds = [seed] if isinstance(seed, int) else list(seed)
     if not seeds:
@@ -169,7 +174,7 @@ def _autoscaler_table(
             arrivals = wl["arrival"].to_pylist()
             for m in methods:
                 if table == "spinup-size":
-                    cfg = _spinup_size_config(m, force_at=arrivals[int(0.2 * n)])
+                    cfg = _spinup_size_config(m, force_at=arrivals[int(0.2 * n)], selector=selector)
                     first = int(0.8 * n)  # measure the last 20 %
                 else:
                     cfg = _trigger_config(m)
@@ -236,13 +241,17 @@ def reproduce_spinup_size(
     scenarios: Sequence[tuple[float, float, tuple[int, ...]]] = AUTOSCALER_SCENARIOS,
     queries: int | None = None,
     predictor: _core.Predictor | None = None,
+    selector: Mapping[str, Any] | None = None,
 ) -> dict:
     """Table 3 (§8.5) on the emulator: start with one 8 or 16 RPU cluster, run 20 % of
     BaseWorkload, force one scaling decision, let 60 % elapse and measure violation rate and
     attributed cost over the last 20 % of the queries. Methods: ``noop``, ``horizontal`` (a copy
-    of the cluster), ``vertical`` (the selector's best single cluster replaces it) and ``add-best``
-    (the selector's best cluster is added; the paper's method). All route with ``autoslo``."""
-    return _autoscaler_table("spinup-size", seed, methods, scenarios, predictor, queries)
+    of the cluster), ``vertical`` (the selector's best single cluster replaces it), ``add-best``
+    (the selector's best cluster is added; the paper's method, Algorithm 3 as listed) and
+    ``autoslo`` (``add-best`` with the product's selector headroom). All route with ``autoslo``.
+    ``selector`` overrides :class:`AutoscalerConfig` fields of the ``autoslo`` method only, e.g.
+    ``{"mu": 32, "selector_headroom": 1.5}`` (``scripts/selector_grid.py``)."""
+    return _autoscaler_table("spinup-size", seed, methods, scenarios, predictor, queries, selector)
 
 
 def reproduce_trigger(
