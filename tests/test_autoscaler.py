@@ -98,7 +98,7 @@ def test_control_plane_routes_concurrently_while_it_scales() -> None:
         t.join()
     assert not errors
     assert len(routed) == 160
-    deadline = time.time() + 10
+    deadline = time.time() + 60  # generous: the decision runs on a background thread of a loaded machine
     while not any(e["event"] == "spinup" for e in cp.events()) and time.time() < deadline:
         time.sleep(0.01)
     spinups = [e for e in cp.events() if e["event"] == "spinup"]
