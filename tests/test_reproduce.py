@@ -128,6 +128,9 @@ def test_figure6_end_to_end(record: Callable[[dict[str, Any]], None], tmp_path: 
     methods = [r["method"] for r in f6["rows"]]
     assert methods[0] == "AutoSLO" and {"1 x 64 RPU", "2 x 32 RPU, round robin", "RAIS-like balanced", "RAIS-like high performance", "Snowflake standard", "Snowflake economy"} <= set(methods)
     assert fig.stat().st_size > 10_000
+    for p in f6["per_scenario"]:
+        inf = p["slo_infeasible"]
+        assert inf["sizes"] == [16, 32] and 0.0 <= inf["share_on_64_rpu"] <= inf["share"] < 1.0, p
     if FULL:
         # docs/tuner.md: AutoSLO is the cheapest configuration within reach of τ; the fixed large
         # configurations cost more, and the load-driven policies run more violations.

@@ -202,3 +202,10 @@ def test_reservoir_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert sum(r["queries"] for r in rows) == pq.read_table(wl).num_rows
     assert main(["reservoir", "add", "--reservoir", str(tmp_path / "r"), "--log", str(wl)]) == 2
     assert "start date" in capsys.readouterr().err
+
+
+def test_eligible_sizes_are_every_size_a_tuned_configuration_may_run() -> None:
+    assert T.TunerSettings().eligible_sizes() == [16, 32]
+    s = T.TunerSettings(initial_clusters=[[8], [8, 16]], spinup_sizes=[64], autoscaler={"sizes": [32]})
+    assert s.eligible_sizes() == [8, 16, 32, 64]
+    assert T.TunerSettings(initial_clusters=[[8]], spinup_sizes=[16], autoscaler=None).eligible_sizes() == [8, 16]

@@ -97,3 +97,25 @@ def test_catalog_and_scaling_law() -> None:
     assert autoslo.isolated_runtime(1, 1, 64) < autoslo.isolated_runtime(1, 1, 8)
     with pytest.raises(autoslo.AutoSloCoreError, match="unknown query template"):
         autoslo.isolated_runtime(0, 1, 16)
+
+
+def test_slo_feasibility_flags_the_slos_no_size_can_meet() -> None:
+    wl = autoslo.base_workload(0.1, seed=3, kappa=1)
+    # Template 83 instance 3 alone: 8.29 s on 16 RPU, 4.63 s on 32, 2.59 s on 64 (the catalog).
+    q = pa.table({"template": [83, 83, 83], "instance": [3, 3, 3], "slo": [4.0, 5.0, 2.0]})
+    f = autoslo.slo_feasibility(q, [16, 32])
+    assert f["fastest_rpu"].to_pylist() == [32, 32, 32]
+    assert f["fastest_s"].to_pylist() == pytest.approx([autoslo.isolated_runtime(83, 3, 32)] * 3)
+    assert f["feasible"].to_pylist() == [False, True, False]
+    assert autoslo.slo_feasibility(q, [64, 16])["feasible"].to_pylist() == [True, True, False]
+    # Larger sizes never make a query less feasible; at κ = 1 some SLOs sit below a 16 RPU run.
+    small, large = (pc.sum(pc.cast(autoslo.slo_feasibility(wl, s)["feasible"], pa.int64())).as_py() for s in ([16], [16, 32, 64]))
+    assert 0 < small < large <= wl.num_rows
+    assert autoslo.slo_feasibility(wl, [16]).column_names == [*wl.column_names, "fastest_rpu", "fastest_s", "feasible"]
+    for bad, message in (([], "at least one"), ([0], "positive whole RPU"), ([16.5], "positive whole RPU"), ([True], "positive whole RPU")):
+        with pytest.raises(ValueError, match=message):
+            autoslo.slo_feasibility(q, bad)
+    with pytest.raises(ValueError, match=r"\['slo'\]"):
+        autoslo.slo_feasibility(q.drop_columns(["slo"]), [16])
+    with pytest.raises(autoslo.AutoSloCoreError, match="unknown query template 100"):
+        autoslo.slo_feasibility(pa.table({"template": [100], "instance": [1], "slo": [1.0]}), [16])

@@ -40,6 +40,7 @@ from autoslo.workloads import (
     read_table,
     read_workload,
     redbench_workload,
+    slo_feasibility,
     validate_workload,
     write_table,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "read_table",
     "read_workload",
     "redbench_workload",
+    "slo_feasibility",
     "slo_for",
     "validate_workload",
     "write_table",

@@ -477,7 +477,10 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
     else:
         for p in out["per_scenario"]:
             vs = f"{p['cost_change_vs_it']:+.1%} cost vs {p['cheapest_baseline_meeting_tau']}" if p["cheapest_baseline_meeting_tau"] else "no baseline meets τ"
-            print(f"{p['scenario']}: AutoSLO {'meets' if p['autoslo_meets_tau'] else 'MISSES'} τ; {vs}")
+            inf = p["slo_infeasible"]
+            on = ", ".join(map(str, inf["sizes"]))
+            reach = f"; {inf['share']:.1%} of the queries miss their SLO even alone on {on} RPU ({inf['share_on_64_rpu']:.1%} on 64 RPU)"
+            print(f"{p['scenario']}: AutoSLO {'meets' if p['autoslo_meets_tau'] else 'MISSES'} τ; {vs}{reach}")
     print(f"goal met: {out['goal']['met']}")
     return 0
 

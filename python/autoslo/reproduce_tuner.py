@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from autoslo import _core
@@ -32,7 +33,7 @@ from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import EmulationResult, emulate
 from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, tune
-from autoslo.workloads import redbench_workload, window
+from autoslo.workloads import redbench_workload, slo_feasibility, window
 
 #: Day 0 of the generated history (a Monday).
 START = dt.date(2024, 4, 1)
@@ -157,6 +158,18 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
     }
 
 
+def infeasible_shares(workload: pa.Table, sizes: Sequence[int]) -> dict[str, Any]:
+    """Shares of ``workload``'s queries whose SLO is below their isolated runtime on every one of
+    ``sizes`` (AutoSLO's), and on one 64 RPU cluster (the largest baseline's): no scaling meets
+    them (:func:`autoslo.slo_feasibility`)."""
+
+    def share(s: Sequence[int]) -> float:
+        f = slo_feasibility(workload, s)["feasible"]
+        return 1.0 - pc.sum(pc.cast(f, pa.int64())).as_py() / len(f) if len(f) else 0.0
+
+    return {"sizes": list(sizes), "share": share(sizes), "share_on_64_rpu": share([64])}
+
+
 #: Figure 6's baselines: (name, initial clusters, routing, autoscaler).
 def figure6_baselines() -> list[tuple[str, list[int], str, AutoscalerConfig | None]]:
     return [
@@ -176,10 +189,13 @@ def reproduce_end_to_end(exp: TunerExperiment | None = None, predictor: _core.Pr
     history = max(exp.history)
     predictor = predictor_for(True, predictor)
     rows = []
+    sizes = exp.settings.eligible_sizes()
+    out_of_reach: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         world = HistoryWorld(exp, Path(tmp))
         for d, k in tqdm(exp.scenarios(), desc="Figure 6", unit="scenario"):
             actual = world.actual(d, k)
+            out_of_reach[_scenario_key(d, k)] = infeasible_shares(actual, sizes)
             config, report = tuned_config(world, d, k, history, predictor)
             r = emulate(actual, config=config, seed=exp.seed, predictor=predictor)
             rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": "AutoSLO", "config": config.as_dict(), **outcome(r)})
@@ -198,6 +214,7 @@ def reproduce_end_to_end(exp: TunerExperiment | None = None, predictor: _core.Pr
                 "autoslo_meets_tau": mine["violation_rate"] <= exp.tau,
                 "cheapest_baseline_meeting_tau": cheapest["method"] if cheapest else None,
                 "cost_change_vs_it": mine["cost"] / cheapest["cost"] - 1 if cheapest else None,
+                "slo_infeasible": out_of_reach[s],
             }
         )
     changes = [p["cost_change_vs_it"] for p in per if p["cost_change_vs_it"] is not None]

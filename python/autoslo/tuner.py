@@ -462,6 +462,18 @@ class TunerSettings:
     top_k: int = 3
     space: dict[str, list[Any]] | None = field(default_factory=dict)
 
+    def eligible_sizes(self) -> list[int]:
+        """Every cluster size (RPU) a configuration tuned with these settings may run: the initial
+        sets', the scheduled spinups' (``spinup_sizes``) and the autoscaler's (its ``sizes``, the
+        default ones unless given, and any the Configuration Tuner's ``space`` offers)."""
+        cfg = json.loads(_core.untuned_config(self.to_json()))
+        sizes = {s for c in self.initial_clusters for s in c} | set(self.spinup_sizes)
+        if cfg.get("autoscaler"):
+            sizes |= set(cfg["autoscaler"]["sizes"])
+            for option in (self.space or {}).get("sizes", []):
+                sizes |= set(option)
+        return sorted(sizes)
+
     def to_json(self) -> str:
         d: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None and k not in ("space", "autoscaler")}
         d["autoscaler"] = self.autoscaler

@@ -8,7 +8,7 @@ A workload is a ``pyarrow.Table`` with columns ``query_id`` (int), ``arrival`` (
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from os import PathLike
 
 import pyarrow as pa
@@ -87,3 +87,42 @@ def read_table(path: str | PathLike[str]) -> pa.Table:
 def read_workload(path: str | PathLike[str], kappa: float | None = None) -> pa.Table:
     """Read and validate a workload from Parquet."""
     return validate_workload(read_table(path), kappa=kappa)
+
+
+def slo_feasibility(workload: pa.Table, sizes: Sequence[int]) -> pa.Table:
+    """Which SLOs no cluster of ``sizes`` (RPU) can meet, even with the query alone on it.
+
+    Returns ``workload`` with three columns added: ``fastest_rpu`` (the size among ``sizes`` on
+    which the query's text runs fastest alone), ``fastest_s`` (that mean isolated runtime, from the
+    bundled TPC-DS catalog, :func:`autoslo.isolated_runtime`) and ``feasible`` (``slo`` ≥
+    ``fastest_s``). A query that is not feasible misses its SLO on every cluster of those sizes,
+    however many there are and however the router places it: scaling cannot fix it; a larger size
+    or a looser SLO can. The runtime is the catalog's mean, so a feasible query with little slack
+    can still miss (queueing, interference, a cold cluster, the emulator's noise).
+
+    Group the result by ``tenant`` and ``class`` to see whose SLOs are out of reach::
+
+        f = slo_feasibility(workload, [16, 32])
+        f.group_by(["tenant", "class"]).aggregate([("feasible", "mean")])
+    """
+    missing = [c for c in ("template", "instance", "slo") if c not in workload.column_names]
+    if missing:
+        raise ValueError(f"slo_feasibility needs the workload columns {missing} (see autoslo.workloads)")
+    sizes = list(sizes)
+    if not sizes:
+        raise ValueError("slo_feasibility needs at least one cluster size (RPU)")
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, int) or s <= 0:
+            raise ValueError(f"cluster sizes are positive whole RPU, got {s!r}")
+    best: dict[tuple[int, int], tuple[float, int]] = {}
+    templates, instances = workload["template"].to_pylist(), workload["instance"].to_pylist()
+    for i, key in enumerate(zip(templates, instances)):
+        if key in best:
+            continue
+        if key[0] is None or key[1] is None:
+            raise ValueError(f"row {i}: template and instance must not be null")
+        best[key] = min((_core.isolated_runtime(key[0], key[1], s), s) for s in sizes)
+    fastest = [best[k] for k in zip(templates, instances)]
+    fastest_s = pa.array([f[0] for f in fastest], pa.float64())
+    t = workload.append_column("fastest_rpu", pa.array([f[1] for f in fastest], pa.int64())).append_column("fastest_s", fastest_s)
+    return t.append_column("feasible", pc.fill_null(pc.greater_equal(workload["slo"], fastest_s), False))
