@@ -208,4 +208,5 @@ def test_eligible_sizes_are_every_size_a_tuned_configuration_may_run() -> None:
     assert T.TunerSettings().eligible_sizes() == [16, 32]
     s = T.TunerSettings(initial_clusters=[[8], [8, 16]], spinup_sizes=[64], autoscaler={"sizes": [32]})
     assert s.eligible_sizes() == [8, 16, 32, 64]
+    assert T.TunerSettings(space={"initial_clusters": [[128]]}).eligible_sizes() == [16, 32, 128]
     assert T.TunerSettings(initial_clusters=[[8]], spinup_sizes=[16], autoscaler=None).eligible_sizes() == [8, 16]

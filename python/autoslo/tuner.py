@@ -464,14 +464,14 @@ class TunerSettings:
 
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial
-        sets', the scheduled spinups' (``spinup_sizes``) and the autoscaler's (its ``sizes``, the
-        default ones unless given, and any the Configuration Tuner's ``space`` offers)."""
+        sets (``initial_clusters`` and any the Configuration Tuner's ``space`` offers), the
+        scheduled spinups' (``spinup_sizes``) and the autoscaler's (its ``sizes``, the default ones
+        unless given)."""
         cfg = json.loads(_core.untuned_config(self.to_json()))
-        sizes = {s for c in self.initial_clusters for s in c} | set(self.spinup_sizes)
+        initial = [*self.initial_clusters, *(self.space or {}).get("initial_clusters", [])]
+        sizes = {s for c in initial for s in c} | set(self.spinup_sizes)
         if cfg.get("autoscaler"):
             sizes |= set(cfg["autoscaler"]["sizes"])
-            for option in (self.space or {}).get("sizes", []):
-                sizes |= set(option)
         return sorted(sizes)
 
     def to_json(self) -> str:
