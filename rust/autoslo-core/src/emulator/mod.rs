@@ -217,6 +217,10 @@ struct Run<'a> {
     cfg: &'a EmulatorConfig,
     cat: &'static Catalog,
     sims: Vec<Sim>,
+    /// Indices into `sims` of the clusters not yet gone, ascending. A gone cluster has nothing
+    /// left to happen in it, and the policies no longer see it: a month of autoscaling creates
+    /// thousands of clusters, and every event would otherwise scan them all.
+    present: Vec<usize>,
     arrival: Vec<f64>,
     /// When each query entered a cluster: its arrival, unless it waited at the router
     /// boundary (admission queue, deferral). Timeouts count from here.
@@ -238,11 +242,14 @@ enum Pending {
 }
 
 impl<'a> Run<'a> {
-    /// The clusters as the control plane sees them, written into `buf` (reused across events:
-    /// the arrival path asks three times per query).
+    /// The clusters as the control plane sees them (all but the gone ones, by id), written into
+    /// `buf` (reused across events: the arrival path asks three times per query).
     fn infos_into(&self, buf: &mut Vec<ClusterInfo>) {
         buf.clear();
-        buf.extend(self.sims.iter().map(|s| ClusterInfo { running: s.running.len(), queued: s.queue.len(), ..s.info }));
+        buf.extend(self.present.iter().map(|&i| {
+            let s = &self.sims[i];
+            ClusterInfo { running: s.running.len(), queued: s.queue.len(), ..s.info }
+        }));
     }
 
     fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
@@ -250,6 +257,7 @@ impl<'a> Run<'a> {
             return Err(AutoSloError::out_of_range("cluster size", "> 0 RPU", 0));
         }
         let id = self.sims.len() as ClusterId;
+        self.present.push(self.sims.len());
         let mut rng = Rng::new(derive_seed(self.cfg.seed, (1 << 48) | id as u64));
         let (spinup, teardown) = self.cfg.lifecycle.draw(size, &mut rng, &self.cycles);
         let (state, ready_at) = if initial || spinup <= 0.0 { (ClusterState::Ready, now) } else { (ClusterState::Starting, now + spinup) };
@@ -354,6 +362,7 @@ impl<'a> Run<'a> {
             }
             ClusterState::Stopping if t >= self.sims[c].gone_at => {
                 self.sims[c].info.state = ClusterState::Gone;
+                self.present.retain(|&i| i != c);
                 self.pending.push(Pending::Gone(c as ClusterId));
             }
             _ => {}
@@ -488,7 +497,7 @@ impl<'a> Run<'a> {
     }
 
     /// Deliver pending events to the policies and apply the scaler's answers.
-    fn dispatch(&mut self, t: f64, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<()> {
+    fn dispatch(&mut self, t: f64, router: &mut dyn Router, scaler: &mut dyn Scaler, infos: &mut Vec<ClusterInfo>) -> Result<()> {
         while !self.pending.is_empty() {
             let pending = std::mem::take(&mut self.pending);
             for p in pending {
@@ -499,9 +508,8 @@ impl<'a> Run<'a> {
                     Pending::Gone(cluster) => Event::ClusterGone { cluster },
                 };
                 router.observe(t, &ev);
-                let mut infos = Vec::with_capacity(self.sims.len());
-                self.infos_into(&mut infos);
-                let actions = scaler.on_event(t, &ev, &infos, &*router);
+                self.infos_into(infos);
+                let actions = scaler.on_event(t, &ev, infos, &*router);
                 self.apply(actions, t)?;
             }
         }
@@ -555,6 +563,7 @@ pub fn emulate_admitted(
         cfg,
         cat: catalog::tpcds(),
         sims: Vec::new(),
+        present: Vec::new(),
         arrival: workload.queries().iter().map(|q| q.arrival).collect(),
         submitted: workload.queries().iter().map(|q| q.arrival).collect(),
         rows: vec![None; n],
@@ -573,13 +582,12 @@ pub fn emulate_admitted(
     loop {
         let t_arrival = run.arrival.get(next_q).copied().unwrap_or(f64::INFINITY);
         let (c_min, t_cluster) = run
-            .sims
+            .present
             .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.next_event(&run.submitted, cfg.timeout_s)))
+            .map(|&i| (i, run.sims[i].next_event(&run.submitted, cfg.timeout_s)))
             .fold((usize::MAX, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
         let waiting = queue.as_ref().is_some_and(|q| !q.is_empty());
-        let busy = next_q < n || waiting || run.sims.iter().any(|s| s.present() > 0);
+        let busy = next_q < n || waiting || run.present.iter().any(|&i| run.sims[i].present() > 0);
         if !busy {
             break;
         }
@@ -602,7 +610,7 @@ pub fn emulate_admitted(
         now = now.max(t);
         if t_cluster <= t_arrival && t_cluster <= t_tick {
             run.process(c_min, now)?;
-            run.dispatch(now, router, scaler)?;
+            run.dispatch(now, router, scaler, &mut infos)?;
             if let Some(q) = queue.as_mut() {
                 release_waiting(&mut run, q, now, router, scaler, &mut infos)?;
             }

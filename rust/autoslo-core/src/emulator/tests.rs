@@ -328,3 +328,46 @@ fn a_zero_budget_refuses_every_query_of_its_tenant_and_no_other() {
     assert!(adm.spent(0, 0.0) > 0.0, "admitted queries are charged their estimates");
     assert!(BudgetAdmission::new(bundled_predictor(), crate::billing::BillingPolicy::default(), std::collections::HashMap::from([(0u32, -1.0)]), 86_400.0, None).is_err());
 }
+
+/// Records the ids of the clusters it is shown at every event, beside a fixed schedule.
+struct Watcher {
+    inner: ScheduledScaler,
+    seen: Vec<(f64, Vec<crate::cluster::ClusterId>)>,
+}
+
+impl Scaler for Watcher {
+    fn on_event(&mut self, now: f64, event: &Event<'_>, clusters: &[crate::cluster::ClusterInfo], router: &dyn Router) -> Vec<Action> {
+        self.seen.push((now, clusters.iter().map(|c| c.id).collect()));
+        self.inner.on_event(now, event, clusters, router)
+    }
+    fn tick_interval(&self) -> Option<f64> {
+        self.inner.tick_interval()
+    }
+    fn name(&self) -> &str {
+        "watcher"
+    }
+}
+
+#[test]
+fn a_gone_cluster_leaves_the_policies_view_and_stays_in_the_trace() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.2, 4, &slo).unwrap();
+    let schedule = vec![
+        ScheduledAction { at: 100.0, action: Action::spin_up(32, "scheduled") },
+        ScheduledAction { at: 900.0, action: Action::tear_down(0, "scheduled") },
+        ScheduledAction { at: 1200.0, action: Action::spin_up(8, "scheduled") },
+    ];
+    let mut scaler = Watcher { inner: ScheduledScaler::new(schedule, 10.0).unwrap(), seen: Vec::new() };
+    let cfg = EmulatorConfig { lifecycle: Lifecycle::Fixed { spinup_s: 300.0, teardown_s: 200.0 }, ..Default::default() };
+    let t = emulate(&w, &[16], &mut RoundRobin::default(), &mut scaler, &cfg).unwrap();
+    let gone = t.clusters[0].gone_at.expect("cluster 0 was torn down");
+    assert!(gone > 900.0 && gone < w.horizon());
+    for (now, ids) in &scaler.seen {
+        // Ids stay the clusters' own (dense, in creation order) whoever has left.
+        assert!(ids.windows(2).all(|p| p[0] < p[1]), "{ids:?}");
+        assert_eq!(ids.contains(&0), *now < gone, "at {now} s: {ids:?}");
+    }
+    assert!(scaler.seen.iter().any(|(now, ids)| *now > 1200.0 && ids == &[1, 2]));
+    assert_eq!(t.clusters.len(), 3);
+    assert!(t.rows.iter().all(|r| r.cluster != Some(0) || r.arrival < 900.0));
+}

@@ -32,7 +32,8 @@ pub struct EjectionCover {
     unhealthy: Arc<Mutex<Vec<bool>>>,
     /// Ejected cluster → its cover.
     covers: BTreeMap<ClusterId, Cover>,
-    /// Clusters seen so far (ids are dense and increasing).
+    /// Every cluster with a lower id has been seen (ids are dense and increasing; a gone
+    /// cluster leaves the list the scaler is given, so its length says nothing).
     seen: usize,
     name: String,
 }
@@ -47,15 +48,16 @@ impl EjectionCover {
 
     fn cover_actions(&mut self, clusters: &[ClusterInfo]) -> Vec<Action> {
         // New clusters take the requested covers, in request order (actions are applied in order).
+        let next_id = clusters.iter().map(|c| c.id as usize + 1).max().unwrap_or(0);
         if self.seen == 0 {
-            self.seen = clusters.len();
+            self.seen = next_id;
         }
-        for c in clusters.iter().skip(self.seen) {
+        for c in clusters.iter().filter(|c| c.id as usize >= self.seen) {
             if let Some(slot) = self.covers.values_mut().find(|v| **v == Cover::Requested) {
                 *slot = Cover::Active(c.id);
             }
         }
-        self.seen = self.seen.max(clusters.len());
+        self.seen = self.seen.max(next_id);
         let unhealthy = self.unhealthy.lock().map(|u| u.clone()).unwrap_or_else(|e| e.into_inner().clone());
         let info = |id: ClusterId| clusters.iter().find(|c| c.id == id);
         let mut out = Vec::new();
