@@ -156,6 +156,9 @@ struct Sim {
     teardown_reason: Option<&'static str>,
     /// This cluster's degradations: (from, until, factor).
     slow: Vec<(f64, f64, f64)>,
+    /// [`Sim::next_event`] as of the cluster's last change ([`Run::refresh`]): the main loop asks
+    /// every cluster at every event, and most have not changed since.
+    next_at: f64,
 }
 
 impl Sim {
@@ -221,6 +224,8 @@ struct Run<'a> {
     /// left to happen in it, and the policies no longer see it: a month of autoscaling creates
     /// thousands of clusters, and every event would otherwise scan them all.
     present: Vec<usize>,
+    /// (size, the catalog's mean isolated runtime at that size) of the sizes spun up so far.
+    mean_runtime: Vec<(u32, f64)>,
     arrival: Vec<f64>,
     /// When each query entered a cluster: its arrival, unless it waited at the router
     /// boundary (admission queue, deferral). Timeouts count from here.
@@ -258,13 +263,21 @@ impl<'a> Run<'a> {
         }
         let id = self.sims.len() as ClusterId;
         self.present.push(self.sims.len());
+        let mean_w = match self.mean_runtime.iter().find(|m| m.0 == size) {
+            Some(&(_, m)) => m,
+            None => {
+                let m = self.cat.mean_runtime_at(size);
+                self.mean_runtime.push((size, m));
+                m
+            }
+        };
         let mut rng = Rng::new(derive_seed(self.cfg.seed, (1 << 48) | id as u64));
         let (spinup, teardown) = self.cfg.lifecycle.draw(size, &mut rng, &self.cycles);
         let (state, ready_at) = if initial || spinup <= 0.0 { (ClusterState::Ready, now) } else { (ClusterState::Starting, now + spinup) };
         self.sims.push(Sim {
             info: ClusterInfo { id, size, state, requested_at: now, ready_at, running: 0, queued: 0 },
             params: self.cfg.interference.at(size),
-            mean_w: self.cat.mean_runtime_at(size),
+            mean_w,
             running: Vec::new(),
             demand: 0.0,
             queue: VecDeque::new(),
@@ -279,7 +292,9 @@ impl<'a> Run<'a> {
             spinup_reason: reason,
             teardown_reason: None,
             slow: self.cfg.degradations.iter().filter(|d| d.cluster == id).map(|d| (d.from_s, d.until_s, d.factor)).collect(),
+            next_at: f64::INFINITY,
         });
+        self.refresh(id as usize);
         Ok(id)
     }
 
@@ -414,7 +429,13 @@ impl<'a> Run<'a> {
                 s.gone_at = t + s.teardown_s;
             }
         }
+        self.refresh(c);
         Ok(())
+    }
+
+    /// Record cluster `c`'s next event after a change to it.
+    fn refresh(&mut self, c: usize) {
+        self.sims[c].next_at = self.sims[c].next_event(&self.submitted, self.cfg.timeout_s);
     }
 
     /// Start queued queries, in FIFO order, while the head is admitted (ready or draining
@@ -460,7 +481,9 @@ impl<'a> Run<'a> {
         let w = self.cat.isolated_runtime(text, s.info.size)?;
         let d = memory_demand(self.cat, &s.params, text.template, w, s.mean_w);
         s.queue.push_back((qi, d, w));
-        self.fill(c as usize, t)
+        self.fill(c as usize, t)?;
+        self.refresh(c as usize);
+        Ok(())
     }
 
     fn apply(&mut self, actions: Vec<Action>, t: f64) -> Result<()> {
@@ -490,6 +513,7 @@ impl<'a> Run<'a> {
                     } else {
                         s.info.state = ClusterState::Draining;
                     }
+                    self.refresh(cluster as usize);
                 }
             }
         }
@@ -564,6 +588,7 @@ pub fn emulate_admitted(
         cat: catalog::tpcds(),
         sims: Vec::new(),
         present: Vec::new(),
+        mean_runtime: Vec::new(),
         arrival: workload.queries().iter().map(|q| q.arrival).collect(),
         submitted: workload.queries().iter().map(|q| q.arrival).collect(),
         rows: vec![None; n],
@@ -584,7 +609,7 @@ pub fn emulate_admitted(
         let (c_min, t_cluster) = run
             .present
             .iter()
-            .map(|&i| (i, run.sims[i].next_event(&run.submitted, cfg.timeout_s)))
+            .map(|&i| (i, run.sims[i].next_at))
             .fold((usize::MAX, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
         let waiting = queue.as_ref().is_some_and(|q| !q.is_empty());
         let busy = next_q < n || waiting || run.present.iter().any(|&i| run.sims[i].present() > 0);
