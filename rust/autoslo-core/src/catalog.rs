@@ -18,7 +18,7 @@
 //! leave-one-size-out.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 use crate::error::{AutoSloError, Result};
 use crate::stats::{quantile, q_error};
@@ -91,6 +91,31 @@ pub struct Catalog {
     /// Run-to-run noise: for every entry with ≥ 2 runs, its runs divided by its mean (so each
     /// list averages exactly 1) and its kernel bandwidth (see [`Catalog::noise_ratios`]), per RPU.
     noise: BTreeMap<u32, Vec<NoiseEntry>>,
+    /// [`Catalog::mean_runtime_at`] per size asked so far.
+    mean_at: MeanMemo,
+}
+
+/// A memo of (size, mean runtime): the mean averages every text, and the emulator asks for it per
+/// cluster started, Snowflake economy per routed query.
+#[derive(Debug, Default)]
+struct MeanMemo(RwLock<Vec<(u32, f64)>>);
+
+impl MeanMemo {
+    fn get(&self, rpu: u32) -> Option<f64> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).iter().find(|e| e.0 == rpu).map(|e| e.1)
+    }
+    fn put(&self, rpu: u32, mean: f64) {
+        let mut v = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if !v.iter().any(|e| e.0 == rpu) {
+            v.push((rpu, mean));
+        }
+    }
+}
+
+impl Clone for MeanMemo {
+    fn clone(&self) -> Self {
+        Self(RwLock::new(self.0.read().unwrap_or_else(|e| e.into_inner()).clone()))
+    }
 }
 
 /// The bundled TPC-DS catalog (parsed once).
@@ -139,7 +164,7 @@ impl Catalog {
                 noise.entry(rpu).or_default().push(((t, i), rs.iter().map(|r| r / mean).collect(), NOISE_BANDWIDTH * log_sd / (n - 1.0).sqrt()));
             }
         }
-        Ok(Catalog { runs, laws, fleet_slope, noise })
+        Ok(Catalog { runs, laws, fleet_slope, noise, mean_at: MeanMemo::default() })
     }
 
     /// Measured runs of a query text at a size (empty if not measured).
@@ -225,14 +250,19 @@ impl Catalog {
     }
 
     /// Mean isolated runtime at `rpu` over every known template × instances 1..=3 (the
-    /// BaseWorkload texts). O(T).
+    /// BaseWorkload texts). O(T) the first time per size, then remembered.
     pub fn mean_runtime_at(&self, rpu: u32) -> f64 {
+        if let Some(m) = self.mean_at.get(rpu) {
+            return m;
+        }
         let xs: Vec<f64> = self
             .templates()
             .flat_map(|template| (1..=NUM_INSTANCES).map(move |instance| QueryText { template, instance }))
             .filter_map(|t| self.isolated_runtime(t, rpu).ok())
             .collect();
-        xs.iter().sum::<f64>() / xs.len().max(1) as f64
+        let m = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+        self.mean_at.put(rpu, m);
+        m
     }
 
     /// The fleet-wide slope of ln runtime in log2 size.

@@ -53,9 +53,6 @@ pub struct SnowflakeScaler {
     last_start: f64,
     successes: usize,
     next_check: f64,
-    /// (size, mean isolated runtime over the catalog) of the sizes seen: `economy` weighs each
-    /// cluster's queue by it on every routed query, and the mean takes 297 runtimes.
-    mean_runtime: Vec<(u32, f64)>,
 }
 
 impl SnowflakeScaler {
@@ -70,7 +67,7 @@ impl SnowflakeScaler {
         if max_concurrency == 0 {
             return Err(AutoSloError::out_of_range("max concurrency", "≥ 1", 0));
         }
-        Ok(Self { policy, size, min_clusters, max_clusters, max_concurrency, last_start: f64::NEG_INFINITY, successes: 0, next_check: CHECK_INTERVAL_S, mean_runtime: Vec::new() })
+        Ok(Self { policy, size, min_clusters, max_clusters, max_concurrency, last_start: f64::NEG_INFINITY, successes: 0, next_check: CHECK_INTERVAL_S })
     }
 
     fn needed_shutdown_checks(&self) -> usize {
@@ -97,10 +94,8 @@ impl SnowflakeScaler {
         let start = match self.policy {
             Policy::Standard => now - self.last_start >= STANDARD_START_SPACING_S && (outstanding > active * self.max_concurrency || (queued > 0 && !starting)),
             Policy::Economy => {
-                let mut backlog = 0.0;
-                for c in clusters.iter().filter(|c| c.accepts_queries()) {
-                    backlog += c.queued as f64 * self.mean_runtime_at(c.size);
-                }
+                let cat = catalog::tpcds();
+                let backlog: f64 = clusters.iter().filter(|c| c.accepts_queries()).map(|c| c.queued as f64 * cat.mean_runtime_at(c.size)).sum();
                 !starting && backlog >= ECONOMY_BUSY_S
             }
         };
@@ -108,15 +103,6 @@ impl SnowflakeScaler {
             self.last_start = now;
             Action::spin_up(size, "snowflake-start")
         })
-    }
-
-    fn mean_runtime_at(&mut self, size: u32) -> f64 {
-        if let Some(&(_, m)) = self.mean_runtime.iter().find(|(s, _)| *s == size) {
-            return m;
-        }
-        let m = catalog::tpcds().mean_runtime_at(size);
-        self.mean_runtime.push((size, m));
-        m
     }
 
     fn shutdown_check(&mut self, clusters: &[ClusterInfo]) -> Option<Action> {

@@ -224,8 +224,6 @@ struct Run<'a> {
     /// left to happen in it, and the policies no longer see it: a month of autoscaling creates
     /// thousands of clusters, and every event would otherwise scan them all.
     present: Vec<usize>,
-    /// (size, the catalog's mean isolated runtime at that size) of the sizes spun up so far.
-    mean_runtime: Vec<(u32, f64)>,
     arrival: Vec<f64>,
     /// When each query entered a cluster: its arrival, unless it waited at the router
     /// boundary (admission queue, deferral). Timeouts count from here.
@@ -263,21 +261,13 @@ impl<'a> Run<'a> {
         }
         let id = self.sims.len() as ClusterId;
         self.present.push(self.sims.len());
-        let mean_w = match self.mean_runtime.iter().find(|m| m.0 == size) {
-            Some(&(_, m)) => m,
-            None => {
-                let m = self.cat.mean_runtime_at(size);
-                self.mean_runtime.push((size, m));
-                m
-            }
-        };
         let mut rng = Rng::new(derive_seed(self.cfg.seed, (1 << 48) | id as u64));
         let (spinup, teardown) = self.cfg.lifecycle.draw(size, &mut rng, &self.cycles);
         let (state, ready_at) = if initial || spinup <= 0.0 { (ClusterState::Ready, now) } else { (ClusterState::Starting, now + spinup) };
         self.sims.push(Sim {
             info: ClusterInfo { id, size, state, requested_at: now, ready_at, running: 0, queued: 0 },
             params: self.cfg.interference.at(size),
-            mean_w,
+            mean_w: self.cat.mean_runtime_at(size),
             running: Vec::new(),
             demand: 0.0,
             queue: VecDeque::new(),
@@ -588,7 +578,6 @@ pub fn emulate_admitted(
         cat: catalog::tpcds(),
         sims: Vec::new(),
         present: Vec::new(),
-        mean_runtime: Vec::new(),
         arrival: workload.queries().iter().map(|q| q.arrival).collect(),
         submitted: workload.queries().iter().map(|q| q.arrival).collect(),
         rows: vec![None; n],
