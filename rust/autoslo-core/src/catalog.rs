@@ -89,7 +89,8 @@ pub struct Catalog {
     laws: BTreeMap<u16, TemplateLaw>,
     fleet_slope: f64,
     /// Run-to-run noise: for every entry with ≥ 2 runs, its runs divided by its mean (so each
-    /// list averages exactly 1) and its kernel bandwidth (see [`Catalog::noise_ratios`]), per RPU.
+    /// list averages exactly 1) and its kernel bandwidth (see [`Catalog::noise_ratios`]), per RPU,
+    /// in (template, instance) order.
     noise: BTreeMap<u32, Vec<NoiseEntry>>,
     /// [`Catalog::mean_runtime_at`] per size asked so far.
     mean_at: MeanMemo,
@@ -223,7 +224,8 @@ impl Catalog {
     /// their own runs; others borrow a donor entry at the nearest size with ≥ 20 entries, picked by
     /// a hash of the text (fixed per text).
     pub fn noise_ratios(&self, text: QueryText, rpu: u32) -> (&[f64], f64) {
-        if let Some(own) = self.noise.get(&rpu).and_then(|v| v.iter().find(|e| e.0 == (text.template, text.instance))) {
+        // Each size's entries are in (template, instance) order, as `runs` iterates.
+        if let Some(own) = self.noise.get(&rpu).and_then(|v| v.binary_search_by_key(&(text.template, text.instance), |e| e.0).ok().map(|i| &v[i])) {
             return (&own.1, own.2);
         }
         let dist = |s: u32| ((s as f64).log2() - (rpu.max(1) as f64).log2()).abs();

@@ -220,8 +220,23 @@ fn largest_remainder(total: i64, weights: &[f64]) -> Vec<i64> {
     let exact: Vec<f64> = weights.iter().map(|w| total as f64 * w / sum).collect();
     let mut shares: Vec<i64> = exact.iter().map(|x| x.floor() as i64).collect();
     let mut left = total - shares.iter().sum::<i64>();
+    if left <= 0 {
+        return shares;
+    }
+    let rem: Vec<f64> = exact.iter().map(|x| x - x.floor()).collect();
+    // Largest remainder first, then position: a total order.
+    let first = |a: &usize, b: &usize| rem[*b].total_cmp(&rem[*a]).then(a.cmp(b));
     let mut order: Vec<usize> = (0..weights.len()).collect();
-    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+    if let Some(k) = usize::try_from(left).ok().filter(|&k| k < order.len()) {
+        // Fewer units than shares (the usual case): each of the first `k` in that order gets one,
+        // so selecting them is enough, and they are the same ones a full sort would put first.
+        order.select_nth_unstable_by(k, first);
+        for &i in &order[..k] {
+            shares[i] += 1;
+        }
+        return shares;
+    }
+    order.sort_by(first);
     for &i in order.iter().cycle() {
         if left <= 0 {
             break;
@@ -412,7 +427,37 @@ mod tests {
         assert_eq!(largest_remainder(10, &[1.0, 2.0]), vec![3, 7]);
     }
 
+    /// The largest-remainder split with a full sort of the remainders: the form the selection
+    /// in [`largest_remainder`] must agree with.
+    fn largest_remainder_by_sorting(total: i64, weights: &[f64]) -> Vec<i64> {
+        let sum: f64 = weights.iter().sum();
+        let exact: Vec<f64> = weights.iter().map(|w| total as f64 * w / sum).collect();
+        let mut shares: Vec<i64> = exact.iter().map(|x| x.floor() as i64).collect();
+        let mut left = total - shares.iter().sum::<i64>();
+        let mut order: Vec<usize> = (0..weights.len()).collect();
+        order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+        for &i in order.iter().cycle() {
+            if left <= 0 {
+                break;
+            }
+            shares[i] += 1;
+            left -= 1;
+        }
+        shares
+    }
+
     proptest! {
+        #[test]
+        fn the_largest_remainders_selected_are_those_a_full_sort_finds(
+            total in 0i64..5_000_000,
+            weights in prop::collection::vec(prop::sample::select(vec![0.0, 0.5, 1.0, 1.0, 3.0, 7.25, 120.0, 1e-9]), 1..200),
+        ) {
+            prop_assume!(weights.iter().sum::<f64>() > 0.0);
+            let shares = largest_remainder(total, &weights);
+            prop_assert_eq!(shares.iter().sum::<i64>(), total);
+            prop_assert_eq!(shares, largest_remainder_by_sorting(total, &weights));
+        }
+
         #[test]
         fn attributed_micro_dollars_sum_to_the_bill_exactly(
             costs in prop::collection::vec((0.0f64..50.0, 0.0f64..3000.0, prop::option::of(0.0f64..3000.0)), 1..6),

@@ -19,10 +19,10 @@ mod lifecycle;
 pub use interference::{memory_demand, super_linearity, InterferenceModel, InterferenceParams, INTERFERENCE_HEADER, NUM_PARAMS};
 pub use lifecycle::{measured_cycles, Lifecycle};
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::billing::{BillingPolicy, BillingTimer};
-use crate::catalog::{self, Catalog};
+use crate::catalog::{self, Catalog, QueryText};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
@@ -141,8 +141,12 @@ struct Sim {
     running: Vec<(usize, f64, f64)>,
     /// Total memory demand of the running queries.
     demand: f64,
-    /// (query index, memory demand, mean isolated runtime here), FIFO.
-    queue: VecDeque<(usize, f64, f64)>,
+    /// The largest memory demand among the running queries (0 if none), unless `max_demand_stale`:
+    /// then one that left may have held it, and [`Run::fill`] takes the maximum again.
+    max_demand: f64,
+    max_demand_stale: bool,
+    /// (query index, its text on this cluster's size), FIFO.
+    queue: VecDeque<(usize, TextAt)>,
     last_update: f64,
     rate: f64,
     timer: BillingTimer,
@@ -159,6 +163,9 @@ struct Sim {
     /// [`Sim::next_event`] as of the cluster's last change ([`Run::refresh`]): the main loop asks
     /// every cluster at every event, and most have not changed since.
     next_at: f64,
+    /// The earliest time a running query times out, as of the last change (the running set only
+    /// shrinks before the next one): no timeout scan is needed before it.
+    running_timeout_at: f64,
 }
 
 impl Sim {
@@ -180,16 +187,20 @@ impl Sim {
         self.last_update = self.last_update.max(t);
     }
 
-    /// Time of the next thing that happens inside this cluster (completion, timeout, lifecycle).
-    fn next_event(&self, submitted: &[f64], timeout: Option<f64>) -> f64 {
+    /// Time of the next thing that happens inside this cluster (completion, timeout, lifecycle),
+    /// and the earliest time a running query times out (infinite: none, or no timeout).
+    fn next_event(&self, submitted: &[f64], timeout: Option<f64>) -> (f64, f64) {
         let mut t = f64::INFINITY;
+        // One pass over the running queries for both minima (adding the timeout after taking
+        // the minimum gives the same value: rounding is monotonic).
+        let (min_rem, min_submitted) = self.running.iter().fold((f64::INFINITY, f64::INFINITY), |(r, s), &(q, rem, _)| (r.min(rem), s.min(submitted[q])));
+        let running_timeout_at = timeout.map_or(f64::INFINITY, |to| min_submitted + to);
         match self.info.state {
             ClusterState::Starting => t = t.min(self.info.ready_at),
             ClusterState::Stopping => t = t.min(self.gone_at),
             _ => {}
         }
         if !self.running.is_empty() {
-            let min_rem = self.running.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
             t = t.min(self.last_update + min_rem.max(0.0) / self.rate);
             // A slowdown starting or ending changes the rate: an event of its own.
             for w in &self.slow {
@@ -201,14 +212,11 @@ impl Sim {
             }
         }
         if let Some(to) = timeout {
-            if let Some(&(q, _, _)) = self.queue.front() {
-                t = t.min(submitted[q] + to);
-            }
-            for &(q, _, _) in &self.running {
+            if let Some(&(q, _)) = self.queue.front() {
                 t = t.min(submitted[q] + to);
             }
         }
-        t
+        (t.min(running_timeout_at), running_timeout_at)
     }
 }
 
@@ -235,6 +243,20 @@ struct Run<'a> {
     /// Events produced while processing, delivered to the policies afterwards:
     /// (query, cluster, latency, censored) or cluster ready / gone.
     pending: Vec<Pending>,
+    /// [`TextAt`] per (query text, cluster size) met so far: a month repeats a few thousand
+    /// texts over a million arrivals.
+    texts: HashMap<(QueryText, u32), TextAt>,
+}
+
+/// What the emulator needs of a query text on a cluster size, all fixed by the two: its mean
+/// isolated runtime there, its memory demand ([`memory_demand`]) and its run-to-run noise pool
+/// ([`Catalog::noise_ratios`]).
+#[derive(Debug, Clone, Copy)]
+struct TextAt {
+    runtime: f64,
+    demand: f64,
+    ratios: &'static [f64],
+    bandwidth: f64,
 }
 
 #[derive(Clone, Copy)]
@@ -270,6 +292,8 @@ impl<'a> Run<'a> {
             mean_w: self.cat.mean_runtime_at(size),
             running: Vec::new(),
             demand: 0.0,
+            max_demand: 0.0,
+            max_demand_stale: false,
             queue: VecDeque::new(),
             last_update: now,
             rate: 1.0,
@@ -283,21 +307,37 @@ impl<'a> Run<'a> {
             teardown_reason: None,
             slow: self.cfg.degradations.iter().filter(|d| d.cluster == id).map(|d| (d.from_s, d.until_s, d.factor)).collect(),
             next_at: f64::INFINITY,
+            running_timeout_at: f64::INFINITY,
         });
         self.refresh(id as usize);
         Ok(id)
     }
 
-    /// Noise multiplier of query `qi` on a cluster of `size`: a smoothed bootstrap of the
-    /// measured run ÷ mean ratios of its text at that size (or of a donor entry, see
-    /// `Catalog::noise_ratios`), drawn from the query's own random stream so the draw does not
-    /// depend on routing order. Mean 1.
-    fn noise(&self, qi: usize, size: u32) -> f64 {
+    /// Query text `text` on cluster `c`'s size, from the memo or computed once.
+    fn text_at(&mut self, text: QueryText, c: usize) -> Result<TextAt> {
+        let s = &self.sims[c];
+        let size = s.info.size;
+        if let Some(at) = self.texts.get(&(text, size)) {
+            return Ok(*at);
+        }
+        let runtime = self.cat.isolated_runtime(text, size)?;
+        let demand = memory_demand(self.cat, &s.params, text.template, runtime, s.mean_w);
+        let (ratios, bandwidth) = self.cat.noise_ratios(text, size);
+        let at = TextAt { runtime, demand, ratios, bandwidth };
+        self.texts.insert((text, size), at);
+        Ok(at)
+    }
+
+    /// Noise multiplier of query `qi` whose text on the cluster's size is `at`: a smoothed
+    /// bootstrap of the measured run ÷ mean ratios of its text at that size (or of a donor entry,
+    /// see `Catalog::noise_ratios`), drawn from the query's own random stream so the draw does
+    /// not depend on routing order. Mean 1.
+    fn noise(&self, qi: usize, at: &TextAt) -> f64 {
         if !self.cfg.noise {
             return 1.0;
         }
         let q = &self.w.queries()[qi];
-        let (ratios, h) = self.cat.noise_ratios(q.text, size);
+        let (ratios, h) = (at.ratios, at.bandwidth);
         let mut rng = Rng::new(derive_seed(self.cfg.seed, q.id));
         let r = ratios[rng.below(ratios.len())];
         if h > 0.0 {
@@ -307,9 +347,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn start_query(&mut self, c: usize, qi: usize, demand: f64, mean_runtime: f64, t: f64) -> Result<()> {
-        let size = self.sims[c].info.size;
-        let mut work = mean_runtime * self.noise(qi, size);
+    fn start_query(&mut self, c: usize, qi: usize, at: &TextAt, t: f64) -> Result<()> {
+        let demand = at.demand;
+        let mut work = at.runtime * self.noise(qi, at);
         if let Some(ready) = self.sims[c].cold_from {
             work *= self.cfg.cold_start.multiplier(t - ready);
         }
@@ -318,6 +358,7 @@ impl<'a> Run<'a> {
         let s = &mut self.sims[c];
         s.running.push((qi, work, demand));
         s.demand += demand;
+        s.max_demand = s.max_demand.max(demand);
         Ok(())
     }
 
@@ -379,6 +420,7 @@ impl<'a> Run<'a> {
             if rem <= DONE_EPS {
                 self.sims[c].running.swap_remove(i);
                 self.sims[c].demand -= d;
+                self.sims[c].max_demand_stale |= d >= self.sims[c].max_demand;
                 let work = self.work[qi];
                 self.finish(c, qi, t, Outcome::Completed, work);
                 left = true;
@@ -388,12 +430,13 @@ impl<'a> Run<'a> {
         }
         // Timeouts.
         if let Some(to) = self.cfg.timeout_s {
-            let mut i = 0;
+            let mut i = if self.sims[c].running_timeout_at <= t { 0 } else { self.sims[c].running.len() };
             while i < self.sims[c].running.len() {
                 let (qi, rem, d) = self.sims[c].running[i];
                 if self.submitted[qi] + to <= t {
                     self.sims[c].running.swap_remove(i);
                     self.sims[c].demand -= d;
+                    self.sims[c].max_demand_stale |= d >= self.sims[c].max_demand;
                     let executed = (self.work[qi] - rem).max(0.0);
                     self.finish(c, qi, t, Outcome::TimedOut, executed);
                     left = true;
@@ -401,7 +444,7 @@ impl<'a> Run<'a> {
                     i += 1;
                 }
             }
-            while let Some(&(qi, _, _)) = self.sims[c].queue.front() {
+            while let Some(&(qi, _)) = self.sims[c].queue.front() {
                 if self.submitted[qi] + to > t {
                     break;
                 }
@@ -425,28 +468,31 @@ impl<'a> Run<'a> {
 
     /// Record cluster `c`'s next event after a change to it.
     fn refresh(&mut self, c: usize) {
-        self.sims[c].next_at = self.sims[c].next_event(&self.submitted, self.cfg.timeout_s);
+        (self.sims[c].next_at, self.sims[c].running_timeout_at) = self.sims[c].next_event(&self.submitted, self.cfg.timeout_s);
     }
 
     /// Start queued queries, in FIFO order, while the head is admitted (ready or draining
     /// clusters); then set the cluster's progress rate.
     fn fill(&mut self, c: usize, t: f64) -> Result<()> {
         if matches!(self.sims[c].info.state, ClusterState::Ready | ClusterState::Draining) {
-            while let Some(&(qi, d, w)) = self.sims[c].queue.front() {
+            while let Some(&(qi, at)) = self.sims[c].queue.front() {
                 let s = &self.sims[c];
-                if !s.params.admits(s.running.len(), s.demand, d) {
+                if !s.params.admits(s.running.len(), s.demand, at.demand) {
                     break;
                 }
                 self.sims[c].queue.pop_front();
-                self.start_query(c, qi, d, w, t)?;
+                self.start_query(c, qi, &at, t)?;
             }
         }
         let s = &mut self.sims[c];
         if s.running.is_empty() {
             s.demand = 0.0; // no drift from repeated additions and removals
         }
-        let max_d = s.running.iter().map(|r| r.2).fold(0.0, f64::max);
-        s.rate = s.params.rate(s.running.len(), s.queue.len(), s.demand, max_d) / s.slowdown(t);
+        if s.max_demand_stale {
+            s.max_demand = s.running.iter().map(|r| r.2).fold(0.0, f64::max);
+            s.max_demand_stale = false;
+        }
+        s.rate = s.params.rate(s.running.len(), s.queue.len(), s.demand, s.max_demand) / s.slowdown(t);
         Ok(())
     }
 
@@ -467,10 +513,8 @@ impl<'a> Run<'a> {
         if s.info.state == ClusterState::Ready {
             s.timer.on_arrival(t)?;
         }
-        let text = self.w.queries()[qi].text;
-        let w = self.cat.isolated_runtime(text, s.info.size)?;
-        let d = memory_demand(self.cat, &s.params, text.template, w, s.mean_w);
-        s.queue.push_back((qi, d, w));
+        let at = self.text_at(self.w.queries()[qi].text, c as usize)?;
+        self.sims[c as usize].queue.push_back((qi, at));
         self.fill(c as usize, t)?;
         self.refresh(c as usize);
         Ok(())
@@ -512,6 +556,7 @@ impl<'a> Run<'a> {
 
     /// Deliver pending events to the policies and apply the scaler's answers.
     fn dispatch(&mut self, t: f64, router: &mut dyn Router, scaler: &mut dyn Scaler, infos: &mut Vec<ClusterInfo>) -> Result<()> {
+        let mut stale = true;
         while !self.pending.is_empty() {
             let pending = std::mem::take(&mut self.pending);
             for p in pending {
@@ -522,9 +567,16 @@ impl<'a> Run<'a> {
                     Pending::Gone(cluster) => Event::ClusterGone { cluster },
                 };
                 router.observe(t, &ev);
-                self.infos_into(infos);
+                // The clusters change between these events only by the scaler's actions.
+                if stale {
+                    self.infos_into(infos);
+                    stale = false;
+                }
                 let actions = scaler.on_event(t, &ev, infos, &*router);
-                self.apply(actions, t)?;
+                if !actions.is_empty() {
+                    self.apply(actions, t)?;
+                    stale = true;
+                }
             }
         }
         Ok(())
@@ -585,6 +637,7 @@ pub fn emulate_admitted(
         work: vec![0.0; n],
         cycles: measured_cycles(),
         pending: Vec::new(),
+        texts: HashMap::new(),
     };
     for &size in initial_clusters {
         run.add_cluster(size, 0.0, true, "initial")?;
@@ -644,8 +697,10 @@ pub fn emulate_admitted(
             router.observe(now, &ev);
             run.infos_into(&mut infos);
             let actions = scaler.on_event(now, &ev, &infos, &*router);
-            run.apply(actions, now)?;
-            run.infos_into(&mut infos);
+            if !actions.is_empty() {
+                run.apply(actions, now)?;
+                run.infos_into(&mut infos);
+            }
             if let Some(reason) = admission.as_mut().and_then(|a| a.decide(now, q, &infos)) {
                 run.reject(qi, now, reason);
             } else {

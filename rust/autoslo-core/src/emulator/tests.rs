@@ -66,7 +66,9 @@ fn timeouts_are_censored() {
     let cfg = EmulatorConfig { timeout_s: Some(60.0), ..Default::default() };
     let t = run(&w, &[4], &cfg);
     let censored: Vec<_> = t.rows.iter().filter(|r| r.censored()).collect();
-    assert!(!censored.is_empty());
+    // 4 RPU runs 25 at once: these queries time out while running (the scan the emulator skips
+    // until the earliest running query's deadline).
+    assert!(!censored.is_empty() && censored.iter().all(|r| r.start.is_some()));
     for r in censored {
         assert_eq!(r.latency, 60.0);
         assert!((r.end - r.arrival - 60.0).abs() < 1e-6);
