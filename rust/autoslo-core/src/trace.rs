@@ -216,6 +216,13 @@ impl ClusterRecord {
 /// Split `total` whole units over `weights` (≥ 0, not all 0) by the largest-remainder method:
 /// shares are integers that sum to `total` exactly; remainders are broken by position.
 fn largest_remainder(total: i64, weights: &[f64]) -> Vec<i64> {
+    split_by_remainder(total, weights, true)
+}
+
+/// [`largest_remainder`], handing out the units left after the floors by selecting the shares
+/// that get one (`select`) or by sorting every share by remainder (the plain form, kept to check
+/// the selection against).
+fn split_by_remainder(total: i64, weights: &[f64], select: bool) -> Vec<i64> {
     let sum: f64 = weights.iter().sum();
     let exact: Vec<f64> = weights.iter().map(|w| total as f64 * w / sum).collect();
     let mut shares: Vec<i64> = exact.iter().map(|x| x.floor() as i64).collect();
@@ -227,7 +234,7 @@ fn largest_remainder(total: i64, weights: &[f64]) -> Vec<i64> {
     // Largest remainder first, then position: a total order.
     let first = |a: &usize, b: &usize| rem[*b].total_cmp(&rem[*a]).then(a.cmp(b));
     let mut order: Vec<usize> = (0..weights.len()).collect();
-    if let Some(k) = usize::try_from(left).ok().filter(|&k| k < order.len()) {
+    if let Some(k) = usize::try_from(left).ok().filter(|&k| select && k < order.len()) {
         // Fewer units than shares (the usual case): each of the first `k` in that order gets one,
         // so selecting them is enough, and they are the same ones a full sort would put first.
         order.select_nth_unstable_by(k, first);
@@ -427,25 +434,6 @@ mod tests {
         assert_eq!(largest_remainder(10, &[1.0, 2.0]), vec![3, 7]);
     }
 
-    /// The largest-remainder split with a full sort of the remainders: the form the selection
-    /// in [`largest_remainder`] must agree with.
-    fn largest_remainder_by_sorting(total: i64, weights: &[f64]) -> Vec<i64> {
-        let sum: f64 = weights.iter().sum();
-        let exact: Vec<f64> = weights.iter().map(|w| total as f64 * w / sum).collect();
-        let mut shares: Vec<i64> = exact.iter().map(|x| x.floor() as i64).collect();
-        let mut left = total - shares.iter().sum::<i64>();
-        let mut order: Vec<usize> = (0..weights.len()).collect();
-        order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
-        for &i in order.iter().cycle() {
-            if left <= 0 {
-                break;
-            }
-            shares[i] += 1;
-            left -= 1;
-        }
-        shares
-    }
-
     proptest! {
         #[test]
         fn the_largest_remainders_selected_are_those_a_full_sort_finds(
@@ -455,7 +443,7 @@ mod tests {
             prop_assume!(weights.iter().sum::<f64>() > 0.0);
             let shares = largest_remainder(total, &weights);
             prop_assert_eq!(shares.iter().sum::<i64>(), total);
-            prop_assert_eq!(shares, largest_remainder_by_sorting(total, &weights));
+            prop_assert_eq!(shares, split_by_remainder(total, &weights, false));
         }
 
         #[test]
