@@ -135,8 +135,6 @@ const DONE_EPS: f64 = 1e-6;
 struct Sim {
     info: ClusterInfo,
     params: InterferenceParams,
-    /// Catalog mean isolated runtime at this size (the unit of memory demand).
-    mean_w: f64,
     /// (query index, remaining work, memory demand)
     running: Vec<(usize, f64, f64)>,
     /// Total memory demand of the running queries.
@@ -243,8 +241,8 @@ struct Run<'a> {
     /// Events produced while processing, delivered to the policies afterwards:
     /// (query, cluster, latency, censored) or cluster ready / gone.
     pending: Vec<Pending>,
-    /// [`TextAt`] per (query text, cluster size) met so far: a month repeats a few thousand
-    /// texts over a million arrivals.
+    /// [`TextAt`] per (query text, cluster size) met so far: a month repeats the same texts
+    /// (297 in the bench's 1.5M arrivals).
     texts: HashMap<(QueryText, u32), TextAt>,
 }
 
@@ -289,7 +287,6 @@ impl<'a> Run<'a> {
         self.sims.push(Sim {
             info: ClusterInfo { id, size, state, requested_at: now, ready_at, running: 0, queued: 0 },
             params: self.cfg.interference.at(size),
-            mean_w: self.cat.mean_runtime_at(size),
             running: Vec::new(),
             demand: 0.0,
             max_demand: 0.0,
@@ -321,7 +318,7 @@ impl<'a> Run<'a> {
             return Ok(*at);
         }
         let runtime = self.cat.isolated_runtime(text, size)?;
-        let demand = memory_demand(self.cat, &s.params, text.template, runtime, s.mean_w);
+        let demand = memory_demand(self.cat, &s.params, text.template, runtime, self.cat.mean_runtime_at(size));
         let (ratios, bandwidth) = self.cat.noise_ratios(text, size);
         let at = TextAt { runtime, demand, ratios, bandwidth };
         self.texts.insert((text, size), at);
