@@ -3,6 +3,10 @@
 //! Sweep: 1–4 eligible sizes × arrival rates of 0.1–1 queries/s in the 300 s window, bundled
 //! Iconq+ model, 3 ready clusters (8, 16, 32 RPU) holding the window's queries. Run with `make bench`.
 
+/// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use autoslo_core::autoscaler::{find_best_spinup_size, Autoscaler, AutoscalerParams, Mode, Scaling, SelectorParams, TriggerKind};

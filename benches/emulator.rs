@@ -3,6 +3,10 @@
 //! on (target ≤ 2 s): the scaling policies that need no latency predictor (Snowflake standard
 //! and economy, the RAIS-like scaler), round robin. Run with `make bench`.
 
+/// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 
 use autoslo_core::autoscaler::rais::{Level, RaisScaler};

@@ -5,6 +5,10 @@
 //!
 //! Uses the bundled Iconq+ model (`python/autoslo/models/iconq_plus`). Run with `make bench`.
 
+/// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use autoslo_core::catalog::QueryText;

@@ -2,6 +2,10 @@
 //! Algorithm 1 over 1, 2, 4, 8 clusters with 2, 8, 32 running queries each, bundled Iconq+ model.
 //! Run with `make bench`.
 
+/// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,10 @@
 //! usual case (one 16 RPU cluster with the AutoSLO autoscaler); FindGoodSpinupTime reads
 //! synthetic logs of the same sizes. Run with `make bench`.
 
+/// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use autoslo_core::predictor::{Backend, Predictor};

@@ -26,6 +26,14 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::PyTable;
 
+/// Rust allocations of the extension go through mimalloc instead of glibc's malloc (Python's own
+/// objects are unaffected). A routing decision allocates per running query (each counterfactual
+/// after-state), so small allocations sit on the hot path of the router and of SimulateBatch:
+/// measured in `docs/tuner.md` (Efficiency) and `docs/router.md`. Every result is the same; only
+/// where memory comes from changes.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pyo3::create_exception!(_core, AutoSloCoreError, PyValueError, "Invalid input or action reported by the AutoSLO core.");
 
 pub(crate) fn err(e: AutoSloError) -> PyErr {
