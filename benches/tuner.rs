@@ -8,7 +8,7 @@
 
 /// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: autoslo_core::allocator::SplitAlloc = autoslo_core::allocator::SplitAlloc;
 
 use std::path::PathBuf;
 

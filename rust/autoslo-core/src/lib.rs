@@ -25,6 +25,7 @@
 //! - [`control_plane`]: the live control plane, the router on the request path and the
 //!   autoscaler on a background thread, over a cluster-manager interface.
 
+pub mod allocator;
 pub mod autoscaler;
 pub mod billing;
 pub mod calibration;

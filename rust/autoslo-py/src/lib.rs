@@ -26,13 +26,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::PyTable;
 
-/// Rust allocations of the extension go through mimalloc instead of glibc's malloc (Python's own
-/// objects are unaffected). A routing decision allocates per running query (each counterfactual
-/// after-state), so small allocations sit on the hot path of the router and of SimulateBatch:
-/// measured in `docs/tuner.md` (Efficiency) and `docs/router.md`. Every result is the same; only
-/// where memory comes from changes.
+/// Rust allocations of the extension: small blocks (a routing decision's per-query vectors) from
+/// mimalloc, large ones from the system allocator (`autoslo_core::allocator`; measured in
+/// `docs/tuner.md`, Efficiency). Python's own objects are unaffected, and every result is the same.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: autoslo_core::allocator::SplitAlloc = autoslo_core::allocator::SplitAlloc;
 
 pyo3::create_exception!(_core, AutoSloCoreError, PyValueError, "Invalid input or action reported by the AutoSLO core.");
 
