@@ -29,8 +29,8 @@ fn small(layout: Layout) -> bool {
 // block from the other allocator, copies min(old, new) bytes (both blocks are valid for that
 // many) and frees the old block with its own allocator; the new layout is valid because the
 // caller guarantees that `new_size`, rounded up to the (valid) alignment, does not overflow
-// `isize`. Both allocators honour the layout's
-// alignment, and errors (null) are passed through unchanged, with the old block untouched.
+// `isize`. Both allocators honour the layout's alignment, and errors (null) are passed through
+// unchanged, with the old block untouched.
 unsafe impl GlobalAlloc for SplitAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if small(layout) {
