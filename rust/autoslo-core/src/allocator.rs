@@ -18,8 +18,8 @@ pub const SMALL_MAX: usize = 4096;
 /// (measured in `docs/tuner.md` and `docs/emulator.md`).
 pub struct SplitAlloc;
 
-fn small(layout: Layout) -> bool {
-    layout.size() <= SMALL_MAX
+fn small(size: usize) -> bool {
+    size <= SMALL_MAX
 }
 
 // SAFETY: every block is freed or resized by the allocator that made it. Which one made it
@@ -33,29 +33,28 @@ fn small(layout: Layout) -> bool {
 // unchanged, with the old block untouched.
 unsafe impl GlobalAlloc for SplitAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if small(layout) {
+        if small(layout.size()) {
             MiMalloc.alloc(layout)
         } else {
             System.alloc(layout)
         }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if small(layout) {
+        if small(layout.size()) {
             MiMalloc.alloc_zeroed(layout)
         } else {
             System.alloc_zeroed(layout)
         }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if small(layout) {
+        if small(layout.size()) {
             MiMalloc.dealloc(ptr, layout)
         } else {
             System.dealloc(ptr, layout)
         }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new_small = new_size <= SMALL_MAX;
-        match (small(layout), new_small) {
+        match (small(layout.size()), small(new_size)) {
             (true, true) => MiMalloc.realloc(ptr, layout, new_size),
             (false, false) => System.realloc(ptr, layout, new_size),
             _ => {
