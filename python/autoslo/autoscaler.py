@@ -2,8 +2,11 @@
 
 The policies (``autoslo._core.SCALING_POLICIES``):
 
-- ``autoslo``: the paper's Autoscaler (§6): the ``combined`` spinup trigger (Algorithm 2) and the
-  Spinup Size Selector adding the best cluster (Algorithm 3), plus the teardown trigger;
+- ``autoslo`` (the product's default): the paper's Autoscaler (§6), the ``combined`` spinup trigger
+  (Algorithm 2) and the Spinup Size Selector adding the best cluster (Algorithm 3), plus the
+  teardown trigger, with one change: the selector counts a violation when the predicted latency
+  × ``DEFAULT_SELECTOR_HEADROOM`` (2) exceeds the SLO (``selector_headroom``). ``add-best`` with
+  the ``combined`` trigger is the literal form;
 - ``add-best``, ``horizontal``, ``vertical`` with a ``trigger`` of ``combined``, ``observed`` or
   ``queue@N``: the paper's baselines (§8.5, §8.6);
 - ``noop``: never changes the cluster set;

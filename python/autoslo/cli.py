@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     g = p.add_argument_group("autoscaling (default: the clusters stay as given)")
-    g.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy: autoslo (the paper's Autoscaler), add-best/horizontal/vertical with --trigger, noop, snowflake-standard, snowflake-economy, rais")
+    g.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy: autoslo (the paper's Autoscaler with one change, its selector's headroom of 2; add-best --trigger combined is the literal form), add-best/horizontal/vertical with --trigger, noop, snowflake-standard, snowflake-economy, rais")
     g.add_argument("--trigger", help="spinup trigger of add-best/horizontal/vertical: combined (default), observed, queue@N")
     g.add_argument("--tau", type=float, default=0.1, help="target violation rate τ (default 0.1)")
     g.add_argument("--sizes", type=_sizes, default=[4, 8, 16, 32], help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
