@@ -9,7 +9,7 @@ static GLOBAL: autoslo_core::allocator::SplitAlloc = autoslo_core::allocator::Sp
 
 use std::path::PathBuf;
 
-use autoslo_core::autoscaler::{find_best_spinup_size, Autoscaler, AutoscalerParams, Mode, Scaling, SelectorParams, TriggerKind};
+use autoslo_core::autoscaler::{find_best_spinup_size, Autoscaler, AutoscalerParams, Mode, Scaling, SelectorParams, TriggerKind, DEFAULT_AUTOSLO_MU, DEFAULT_SELECTOR_HEADROOM};
 use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::{ClusterInfo, ClusterState};
@@ -53,6 +53,10 @@ fn find_best_spinup_size_sweep(c: &mut Criterion) {
             let id = BenchmarkId::new(format!("{k}_sizes"), format!("{}_in_window", window.len()));
             g.bench_with_input(id, &k, |b, _| b.iter(|| black_box(find_best_spinup_size(&r, &infos, &window, WINDOW_S, &params, Mode::Add).unwrap())));
         }
+        // The `autoslo` policy's selector: 4 sizes, its μ and headroom.
+        let params = SelectorParams { window_s: WINDOW_S, mu: DEFAULT_AUTOSLO_MU, slo_headroom: DEFAULT_SELECTOR_HEADROOM, ..Default::default() };
+        let id = BenchmarkId::new("autoslo_4_sizes", format!("{}_in_window", window.len()));
+        g.bench_function(id, |b| b.iter(|| black_box(find_best_spinup_size(&r, &infos, &window, WINDOW_S, &params, Mode::Add).unwrap())));
     }
     g.finish();
 

@@ -69,11 +69,11 @@ def test_table3_spinup_size(record: Callable[[dict[str, Any]], None]) -> None:
 
 def test_spinup_size_selector_overrides_reach_only_the_autoslo_method() -> None:
     """``selector`` changes the ``autoslo`` method's selector and nothing else: with headroom 1
-    it is Algorithm 3 as listed, so it decides exactly as ``add-best``; with its own headroom
-    (2) it does not (from 8 RPU at λ 0.2, κ 4 it adds 32 RPU where ``add-best`` adds 16)."""
+    and μ 16 it is Algorithm 3 as listed, so it decides exactly as ``add-best``; with its own
+    headroom (2) and μ (32) it does not (from 8 RPU at λ 0.2, κ 4 it adds 32 RPU where ``add-best`` adds 16)."""
     scenarios = [(0.2, 4, (8,)), (0.2, 2, (16,))]
     kw: dict[str, Any] = {"seed": 0, "methods": ["noop", "add-best", "autoslo"], "scenarios": scenarios, "queries": 400}
-    literal = reproduce_spinup_size(selector={"selector_headroom": 1.0}, **kw)["rows"]
+    literal = reproduce_spinup_size(selector={"selector_headroom": 1.0, "mu": 16}, **kw)["rows"]
     default = reproduce_spinup_size(**kw)["rows"]
     by = lambda rows, m: [(r["spinups"], r["violation_rate"], r["cost"]) for r in rows if r["method"] == m]  # noqa: E731
     assert by(literal, "autoslo") == by(literal, "add-best")

@@ -14,6 +14,10 @@ ARRIVAL_FEATURES: list[str]
 DEFAULT_SLO_HEADROOM: float
 #: The ``autoslo`` scaling policy's selector headroom (a change to Algorithm 3; see docs/autoscaler.md).
 DEFAULT_SELECTOR_HEADROOM: float
+#: μ of every scaling policy but ``autoslo`` (the reference value, 16).
+DEFAULT_MU: int
+#: μ of the ``autoslo`` policy (32; chosen with the selector headroom, ``docs/autoscaler.md``).
+DEFAULT_AUTOSLO_MU: int
 #: The Configuration Tuner's default cost tolerance (a change to BestWithTarget; see docs/tuner.md).
 DEFAULT_COST_TOLERANCE: float
 #: The T_idle values (s) of the Configuration Tuner's default search space (a change: see docs/tuner.md).

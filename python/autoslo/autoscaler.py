@@ -5,8 +5,10 @@ The policies (``autoslo._core.SCALING_POLICIES``):
 - ``autoslo`` (the product's default): the paper's Autoscaler (§6), the ``combined`` spinup trigger
   (Algorithm 2) and the Spinup Size Selector adding the best cluster (Algorithm 3), plus the
   teardown trigger, with one change: the selector counts a violation when the predicted latency
-  × ``DEFAULT_SELECTOR_HEADROOM`` (2) exceeds the SLO (``selector_headroom``). ``add-best`` with
-  the ``combined`` trigger is the literal form;
+  × ``DEFAULT_SELECTOR_HEADROOM`` (2) exceeds the SLO (``selector_headroom``), and its branches
+  wait for ``DEFAULT_AUTOSLO_MU`` (32) completions instead of the reference 16 (``mu``), both
+  chosen on seeds disjoint from those reported. ``add-best`` with the ``combined`` trigger is the
+  literal form;
 - ``add-best``, ``horizontal``, ``vertical`` with a ``trigger`` of ``combined``, ``observed`` or
   ``queue@N``: the paper's baselines (§8.5, §8.6);
 - ``noop``: never changes the cluster set;
@@ -35,7 +37,8 @@ class AutoscalerConfig:
 
     ``tau`` is the target violation rate τ (the selector's τ_target, and τ_trigger unless
     ``tau_trigger`` is given); ``theta`` (θ) the observations before the trigger may fire; ``mu``
-    (μ) the completions each selector branch waits for; ``window_s`` the observation window w;
+    (μ) the completions each selector branch waits for (default ``DEFAULT_MU`` = 16, the
+    reference value, except ``DEFAULT_AUTOSLO_MU`` = 32 for ``autoslo``); ``window_s`` the observation window w;
     ``t_idle_s`` and ``t_min_lifetime_s`` the teardown trigger's T_idle and T_min_lifetime;
     ``sizes`` the eligible cluster sizes (RPU); ``spinup_s`` the spinup delay δ the selector assumes
     (default: the engine's); ``force_at`` forces one decision at that time (the paper's Table 3
@@ -54,7 +57,7 @@ class AutoscalerConfig:
     tau: float = 0.1
     tau_trigger: float | None = None
     theta: int = 16
-    mu: int = 16
+    mu: int | None = None
     window_s: float = 300.0
     t_idle_s: float = 600.0
     t_min_lifetime_s: float = 1200.0

@@ -130,10 +130,11 @@ PAPER_TABLE4 = {"queue@32": (-0.410, 0.351), "observed": (-0.376, 0.433), "combi
 
 def _spinup_size_config(method: str, force_at: float, selector: Mapping[str, Any] | None = None) -> AutoscalerConfig:
     """Table 3: one forced decision, no trigger, no teardown. ``autoslo`` is ``add-best`` with the
-    ``autoslo`` policy's selector (the headroom change, ``DEFAULT_SELECTOR_HEADROOM``), with
+    ``autoslo`` policy's selector (the headroom change, ``DEFAULT_SELECTOR_HEADROOM``, and its μ,
+    ``DEFAULT_AUTOSLO_MU``), with
     ``selector``'s settings on top (e.g. ``mu``); ``add-best`` is Algorithm 3 as listed."""
     if method == "autoslo":
-        cfg = AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SELECTOR_HEADROOM)
+        cfg = AutoscalerConfig(policy="add-best", trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES, selector_headroom=_core.DEFAULT_SELECTOR_HEADROOM, mu=_core.DEFAULT_AUTOSLO_MU)
         return replace(cfg, **(selector or {}))
     return AutoscalerConfig(policy=method, trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES)
 
@@ -248,7 +249,7 @@ def reproduce_spinup_size(
     attributed cost over the last 20 % of the queries. Methods: ``noop``, ``horizontal`` (a copy
     of the cluster), ``vertical`` (the selector's best single cluster replaces it), ``add-best``
     (the selector's best cluster is added; the paper's method, Algorithm 3 as listed) and
-    ``autoslo`` (``add-best`` with the product's selector headroom). All route with ``autoslo``.
+    ``autoslo`` (``add-best`` with the product's selector headroom and μ). All route with ``autoslo``.
     ``selector`` overrides :class:`AutoscalerConfig` fields of the ``autoslo`` method only, e.g.
     ``{"mu": 32, "selector_headroom": 1.5}`` (``scripts/selector_grid.py``)."""
     return _autoscaler_table("spinup-size", seed, methods, scenarios, predictor, queries, selector)

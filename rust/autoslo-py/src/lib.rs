@@ -539,6 +539,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARRIVAL_FEATURES", autoslo_core::predictor::arrival::ARRIVAL_FEATURES.to_vec())?;
     m.add("DEFAULT_SLO_HEADROOM", router::DEFAULT_SLO_HEADROOM)?;
     m.add("DEFAULT_SELECTOR_HEADROOM", autoslo_core::autoscaler::DEFAULT_SELECTOR_HEADROOM)?;
+    m.add("DEFAULT_MU", autoslo_core::autoscaler::DEFAULT_MU)?;
+    m.add("DEFAULT_AUTOSLO_MU", autoslo_core::autoscaler::DEFAULT_AUTOSLO_MU)?;
     m.add("DEFAULT_COST_TOLERANCE", autoslo_core::tuner::DEFAULT_COST_TOLERANCE)?;
     m.add("DEFAULT_T_IDLE_S", autoslo_core::tuner::DEFAULT_T_IDLE_S.to_vec())?;
     m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;

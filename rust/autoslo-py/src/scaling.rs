@@ -82,7 +82,6 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
             set!(
                 "tau_trigger" => p.tau_trigger,
                 "theta" => p.theta,
-                "mu" => p.mu,
                 "window_s" => p.window_s,
                 "t_idle_s" => p.t_idle_s,
                 "t_min_lifetime_s" => p.t_min_lifetime_s,
@@ -92,6 +91,7 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
                 "max_clusters" => p.max_clusters,
                 "teardown" => p.teardown,
             );
+            p.mu = get(&d, "mu")?;
             p.force_at = get(&d, "force_at")?;
             p.selector_headroom = get(&d, "selector_headroom")?;
             p.selector_counts_backlog = get(&d, "selector_counts_backlog")?;

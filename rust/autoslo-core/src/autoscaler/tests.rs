@@ -156,3 +156,17 @@ fn vertical_scaling_drains_the_old_cluster_once_the_new_one_is_ready() {
     assert!(t.rows.iter().filter(|r| r.cluster == Some(0)).all(|r| r.arrival <= ready_at));
 }
 
+
+#[test]
+fn the_autoslo_policy_fills_in_its_own_headroom_and_mu_and_keeps_a_users() {
+    let unset = AutoscalerParams::default();
+    assert_eq!(unset.selector().mu, DEFAULT_MU);
+    assert_eq!(unset.selector().slo_headroom, 1.0);
+    let ours = autoslo_params(unset.clone()).selector();
+    assert_eq!((ours.mu, ours.slo_headroom), (DEFAULT_AUTOSLO_MU, DEFAULT_SELECTOR_HEADROOM));
+    assert_ne!(DEFAULT_AUTOSLO_MU, DEFAULT_MU);
+    let given = autoslo_params(AutoscalerParams { mu: Some(8), selector_headroom: Some(1.0), ..unset }).selector();
+    assert_eq!((given.mu, given.slo_headroom), (8, 1.0));
+    let zero = AutoscalerParams { mu: Some(0), ..Default::default() }.validated();
+    assert!(zero.is_err());
+}

@@ -37,7 +37,10 @@ pub struct AutoscalerKnobs {
     pub tau: f64,
     pub tau_trigger: Option<f64>,
     pub theta: usize,
-    pub mu: usize,
+    /// μ; unset: the policy's default (`autoscaler::DEFAULT_MU`, or `DEFAULT_AUTOSLO_MU` for
+    /// `autoslo`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mu: Option<usize>,
     pub window_s: f64,
     pub t_idle_s: f64,
     pub t_min_lifetime_s: f64,

@@ -83,7 +83,7 @@ impl SearchSpace {
             1 => k.t_min_lifetime_s = self.t_min_lifetime_s[v],
             2 => k.tau_trigger = Some(self.tau_trigger[v]),
             3 => k.theta = self.theta[v],
-            4 => k.mu = self.mu[v],
+            4 => k.mu = Some(self.mu[v]),
             _ => k.window_s = self.window_s[v],
         }
         c
