@@ -138,6 +138,15 @@ def test_execution_configs_round_trip_and_reject_unknown_fields(tmp_path: Path) 
     path.write_text("- 16\n")
     with pytest.raises(autoslo.AutoSloCoreError, match="a mapping"):
         T.ExecutionConfig.load(path)
+    # μ unset is the policy's own (32 for autoslo) and is not written; a user's μ is kept; 0 is refused.
+    assert "mu" not in cfg.autoscaler
+    cfg.save(path)
+    assert "mu:" not in path.read_text()
+    path.write_text("initial_clusters: [16]\nautoscaler:\n  mu: 16\n")
+    assert T.ExecutionConfig.load(path).autoscaler["mu"] == 16
+    path.write_text("initial_clusters: [16]\nautoscaler:\n  mu: 0\n")
+    with pytest.raises(autoslo.AutoSloCoreError, match="μ"):
+        T.ExecutionConfig.load(path)
 
 
 def test_emulate_runs_a_configuration_with_its_schedule() -> None:
