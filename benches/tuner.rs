@@ -3,7 +3,8 @@
 //! FindGoodSpinupTime over 20 forecasts × 15k queries ≤ 50 ms (paper ≈ 2 s).
 //! Sweeps: queries per workload × workloads per batch. SimulateBatch runs Redbench-like weekdays
 //! truncated to N queries, on rayon, for a fixed 2 × 32 RPU configuration and for the tuner's
-//! usual case (one 16 RPU cluster with the AutoSLO autoscaler); FindGoodSpinupTime reads
+//! usual case (one 16 RPU cluster with the AutoSLO autoscaler; at 20 × 15k also with the
+//! reference μ = 16 in place of the policy's own); FindGoodSpinupTime reads
 //! synthetic logs of the same sizes. Run with `make bench`.
 
 /// The allocator the Python extension ships with (`rust/autoslo-py/src/lib.rs`).
@@ -12,6 +13,7 @@ static GLOBAL: autoslo_core::allocator::SplitAlloc = autoslo_core::allocator::Sp
 
 use std::path::PathBuf;
 
+use autoslo_core::autoscaler::DEFAULT_MU;
 use autoslo_core::predictor::{Backend, Predictor};
 use autoslo_core::rng::Rng;
 use autoslo_core::slo::SloTable;
@@ -35,11 +37,18 @@ fn simulate_batch_sweep(c: &mut Criterion) {
     let p = Predictor::load(&dir, Backend::Native).expect("bundled model loads (build it with `make models`)");
     let fixed = ExecutionConfig { autoscaler: None, ..ExecutionConfig::new(vec![32, 32]) };
     let scaled = ExecutionConfig::new(vec![16]);
+    // The same with the reference μ = 16 instead of the `autoslo` policy's own (largest size only).
+    let mut scaled_mu16 = scaled.clone();
+    scaled_mu16.autoscaler.as_mut().expect("the default configuration scales").mu = Some(DEFAULT_MU);
     let mut g = c.benchmark_group("simulate_batch");
     g.sample_size(10);
     for (n, queries) in [(5, 5_000), (20, 5_000), (5, 15_000), (20, 15_000)] {
         let ws = workloads(n, queries);
-        for (name, cfg) in [("fixed_2x32", &fixed), ("autoscaled_from_16", &scaled)] {
+        let mut cases = vec![("fixed_2x32", &fixed), ("autoscaled_from_16", &scaled)];
+        if queries == 15_000 && n == 20 {
+            cases.push(("autoscaled_from_16_mu16", &scaled_mu16));
+        }
+        for (name, cfg) in cases {
             let id = BenchmarkId::new(name, format!("{n}x{queries}"));
             g.bench_with_input(id, &n, |b, _| b.iter(|| black_box(simulate_batch(&p, std::slice::from_ref(cfg), &ws, &BatchSettings::default(), &RayonBackend, &BatchControl::new()).unwrap())));
         }
