@@ -79,6 +79,8 @@ def test_spinup_size_selector_overrides_reach_only_the_autoslo_method() -> None:
     assert by(literal, "autoslo") == by(literal, "add-best")
     assert by(literal, "add-best") == by(default, "add-best")
     assert by(default, "autoslo") != by(default, "add-best")
+    sizes = lambda rows, m: [[s["size"] for s in r["spinups"]] for r in rows if r["method"] == m and r["clusters"] == [8]]  # noqa: E731
+    assert (sizes(default, "autoslo"), sizes(default, "add-best")) == ([[32]], [[16]])
 
 
 def test_table4_trigger(record: Callable[[dict[str, Any]], None]) -> None:

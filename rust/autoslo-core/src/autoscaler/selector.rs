@@ -58,7 +58,7 @@ pub struct SelectorParams {
 
 impl Default for SelectorParams {
     fn default() -> Self {
-        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: 16, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, count_backlog: true, max_replay_s: 1800.0 }
+        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: super::DEFAULT_MU, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, count_backlog: true, max_replay_s: 1800.0 }
     }
 }
 
