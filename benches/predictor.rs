@@ -40,6 +40,30 @@ fn arrival(c: &mut Criterion) {
     g.finish();
 }
 
+/// The before passes of one arrival on `m` clusters of 16 running queries each, in one batch (the
+/// Query Router's line 5): eight lanes in lockstep with AVX-512, four with AVX2, smaller groups
+/// in lockstep of their own width with AVX-512.
+fn before_passes(c: &mut Criterion) {
+    let p = model();
+    let mut g = c.benchmark_group("before_passes");
+    for m in [1usize, 2, 3, 4, 6, 8] {
+        let clusters: Vec<_> = (0..m as u64)
+            .map(|k| {
+                let mut cl = p.cluster(16).unwrap();
+                for i in 0..16u64 {
+                    let id = k * 100 + i;
+                    cl.add_arrival(p.kernel(), p.query(id, text(id), i as f64, 16).unwrap()).unwrap();
+                }
+                cl
+            })
+            .collect();
+        let states: Vec<_> = clusters.iter().collect();
+        let qs: Vec<_> = (0..m).map(|_| p.query(10_000, text(7), 20.0, 16).unwrap()).collect();
+        g.bench_with_input(BenchmarkId::new("clusters_x16", m), &m, |b, _| b.iter(|| black_box(autoslo_core::predictor::ClusterState::before_passes(&states, p.kernel(), &qs).unwrap())));
+    }
+    g.finish();
+}
+
 fn per_call(c: &mut Criterion) {
     let p = model();
     let q = p.query(0, text(0), 0.0, 16).unwrap();
@@ -86,5 +110,5 @@ fn tree_eval(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, arrival, per_call, tree_eval);
+criterion_group!(benches, before_passes, arrival, per_call, tree_eval);
 criterion_main!(benches);
