@@ -1,5 +1,6 @@
 //! Latency Predictor benches: one incremental arrival with N running queries (the paper's Figure 7b
-//! anchor: ≤ 40 ms there, ≤ 1 ms our goal at 300), and the per-call cost of one LSTM step through
+//! anchor: ≤ 40 ms there, ≤ 1 ms our goal at 300), one arrival's before passes on 1–8 clusters in
+//! one batch (the router's line 5), and the per-call cost of one LSTM step through
 //! libtorch (tch) against the native kernel, and one evaluation of the gradient-boosted trees
 //! behind Stage and the at-arrival correction (complete layout against the exported one).
 //!
