@@ -119,6 +119,19 @@ def test_table5_tuner(record: Callable[[dict[str, Any]], None]) -> None:
     assert all(r["tuning"]["forecast_policy"] == "previous-day" and r["tuning"]["simulations"] > 0 for r in one)
     assert all(r["queries"] > 0 for r in rows)
     assert {g["tenant"] for g in one[0]["per_tenant_class"]} == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
+    # The floor of SLOs out of reach, per scenario, on the sizes the configurations may use.
+    assert set(t5["slo_infeasible"]) == {r["scenario"] for r in rows}
+    assert all(0.0 <= f["share"] <= 1.0 and f["sizes"] == [16, 32] for f in t5["slo_infeasible"].values())
+
+
+def test_change_above_floor_counts_only_reachable_violations() -> None:
+    """Seed 0's 2024-05-01 at κ = 2 (docs/tuner.md): 8.50 % untuned, 6.45 % tuned, 4.8 % out of reach."""
+    from autoslo.reproduce_tuner import change_above_floor
+
+    assert change_above_floor(0.0850, 0.0645, 0.048) == pytest.approx(-0.554, abs=1e-3)
+    assert change_above_floor(0.0850, 0.048, 0.048) == pytest.approx(-1.0)
+    assert change_above_floor(0.10, 0.05, 0.0) == pytest.approx(0.05 / 0.10 - 1)
+    assert change_above_floor(0.04, 0.03, 0.04) is None
 
 
 def test_figure6_end_to_end(record: Callable[[dict[str, Any]], None], tmp_path: Path) -> None:

@@ -473,7 +473,11 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
     if args.experiment_name == "tuner":
         for h, s in out["mean_change_vs_no_past_data"].items():
             ref = f"  (paper: {s['paper_violation_rate_change']:+.1%})" if s["paper_violation_rate_change"] is not None else ""
-            print(f"{h} days of history: mean violation-rate change {s['mean_violation_rate_change']:+.1%}, cost {s['mean_cost_change']:+.1%} vs no past data{ref}")
+            above = s["mean_violation_rate_change_above_floor"]
+            floor = f"; {above:+.1%} above the SLOs out of reach" if above is not None else ""
+            print(f"{h} days of history: mean violation-rate change {s['mean_violation_rate_change']:+.1%}{floor}, cost {s['mean_cost_change']:+.1%} vs no past data{ref}")
+        for sc, inf in out["slo_infeasible"].items():
+            print(f"{sc}: {inf['share']:.1%} of the queries miss their SLO even alone on {', '.join(map(str, inf['sizes']))} RPU")
     else:
         for p in out["per_scenario"]:
             vs = f"{p['cost_change_vs_it']:+.1%} cost vs {p['cheapest_baseline_meeting_tau']}" if p["cheapest_baseline_meeting_tau"] else "no baseline meets τ"
