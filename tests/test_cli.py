@@ -128,3 +128,15 @@ def test_reproduce_tuner_flags_change_only_what_they_name() -> None:
     assert base.space["t_idle_s"] != [300.0, 900.0]
     assert s.space == {**(base.space or {}), "t_idle_s": [300.0, 900.0]} and s.space["tau_trigger"] == base.space["tau_trigger"]
     assert (s.simulator_cold_start_factor, s.tau_simulated, s.forecasts) == (1.5, 0.05, base.forecasts)
+
+
+def test_reproduce_tuner_prints_the_floor_of_slos_out_of_reach(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text output of `reproduce tuner` (small): the mean changes, then each scenario's share
+    of queries no eligible size meets."""
+    from autoslo.cli import main
+
+    argv = ["reproduce", "tuner", "--seed", "2", "--queries-per-day", "1500", "--target-days", "8", "--kappas", "2", "--history", "0", "1", "--forecasts", "3"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1 days of history: mean violation-rate change" in out
+    assert "2024-04-09 κ=2: " in out and "of the queries miss their SLO even alone on 16, 32 RPU" in out
