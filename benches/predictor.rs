@@ -42,8 +42,8 @@ fn arrival(c: &mut Criterion) {
 }
 
 /// The before passes of one arrival on `m` clusters of 16 running queries each, in one batch (the
-/// Query Router's line 5): eight lanes in lockstep with AVX-512, four with AVX2, smaller groups
-/// in lockstep of their own width with AVX-512.
+/// Query Router's line 5): groups of five to eight in one eight-lane lockstep with AVX-512, four
+/// in a four-lane one (256-bit), two or three one sequence at a time (`docs/predictor.md`).
 fn before_passes(c: &mut Criterion) {
     let p = model();
     let mut g = c.benchmark_group("before_passes");
