@@ -89,6 +89,12 @@ class HistoryWorld:
             self._by_kappa[kappa] = self.exp.generated(kappa)
         return window(self._by_kappa[kappa], day * DAY_S, (day + 1) * DAY_S)
 
+    def out_of_reach(self) -> dict[str, dict[str, Any]]:
+        """Per scenario, the shares of the target day's queries no eligible size (and no 64 RPU
+        cluster) keeps within their SLO (:func:`infeasible_shares`)."""
+        sizes = self.exp.settings.eligible_sizes()
+        return {_scenario_key(d, k): infeasible_shares(self.actual(d, k), sizes) for d, k in self.exp.scenarios()}
+
 
 def outcome(r: EmulationResult) -> dict[str, Any]:
     s = r.summary()
@@ -121,18 +127,14 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
         raise ValueError("Table 5 compares against no past data: `history` must include 0")
     predictor = predictor_for(True, predictor)
     rows = []
-    sizes = exp.settings.eligible_sizes()
-    out_of_reach: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         world = HistoryWorld(exp, Path(tmp))
+        out_of_reach = world.out_of_reach()
         jobs = [(d, k, h) for d, k in exp.scenarios() for h in exp.history]
         for d, k, h in tqdm(jobs, desc="Table 5", unit="tuning"):
-            key = _scenario_key(d, k)
-            if key not in out_of_reach:
-                out_of_reach[key] = infeasible_shares(world.actual(d, k), sizes)
             config, report = tuned_config(world, d, k, h, predictor)
             r = emulate(world.actual(d, k), config=config, seed=exp.seed, predictor=predictor)
-            rows.append({"scenario": key, "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}, **outcome(r)})
+            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}, **outcome(r)})
     summary = {}
     for h in exp.history:
         if h == 0:
@@ -210,13 +212,11 @@ def reproduce_end_to_end(exp: TunerExperiment | None = None, predictor: _core.Pr
     history = max(exp.history)
     predictor = predictor_for(True, predictor)
     rows = []
-    sizes = exp.settings.eligible_sizes()
-    out_of_reach: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         world = HistoryWorld(exp, Path(tmp))
+        out_of_reach = world.out_of_reach()
         for d, k in tqdm(exp.scenarios(), desc="Figure 6", unit="scenario"):
             actual = world.actual(d, k)
-            out_of_reach[_scenario_key(d, k)] = infeasible_shares(actual, sizes)
             config, report = tuned_config(world, d, k, history, predictor)
             r = emulate(actual, config=config, seed=exp.seed, predictor=predictor)
             rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "method": "AutoSLO", "config": config.as_dict(), **outcome(r)})
