@@ -76,6 +76,12 @@ pub trait Scaler: Send {
     fn tick_interval(&self) -> Option<f64> {
         None
     }
+    /// Decisions that could not be taken since the last call, as (time, why), for the caller to
+    /// log (default: none). A scaler whose decision fails does nothing instead; this is how
+    /// that becomes visible.
+    fn take_failures(&mut self) -> Vec<(f64, String)> {
+        Vec::new()
+    }
     /// The policy's name.
     fn name(&self) -> &str;
 }
@@ -215,6 +221,9 @@ impl Scaler for PlannedScaler {
     }
     fn check(&self, router: &dyn Router) -> Result<()> {
         self.inner.check(router)
+    }
+    fn take_failures(&mut self) -> Vec<(f64, String)> {
+        self.inner.take_failures()
     }
     fn tick_interval(&self) -> Option<f64> {
         match (self.schedule.tick_interval(), self.inner.tick_interval()) {

@@ -165,7 +165,10 @@ impl ControlPlane {
     /// Route a query arriving now; returns its cluster.
     pub fn route(&self, query_id: u64, text: QueryText, slo: f64) -> Result<ClusterId> {
         let now = self.shared.now();
-        let (c, q) = self.shared.router()?.route_query(query_id, text, now, slo)?;
+        let mut r = self.shared.router()?;
+        let (c, q) = r.route_query(query_id, text, now, slo)?;
+        // Buffered before the routing lock is released, so the buffer is in the router's time
+        // order (the autoscaler's arrival window must be), whatever thread gets there first.
         if let Ok(mut p) = self.shared.pending.lock() {
             p.push(Pending::Arrival(q));
             p.push(Pending::Routed(q, c));
@@ -176,11 +179,10 @@ impl ControlPlane {
     /// A routed query finished (or timed out) now.
     pub fn complete(&self, query_id: u64, timed_out: bool) -> Result<()> {
         let now = self.shared.now();
-        let (c, q, t) = {
-            let mut r = self.shared.router()?;
-            let (c, q) = r.complete(query_id, now, timed_out)?;
-            (c, q, r.now())
-        };
+        let mut r = self.shared.router()?;
+        let (c, q) = r.complete(query_id, now, timed_out)?;
+        let t = r.now();
+        // In the router's time order, as in `route`.
         if let Ok(mut p) = self.shared.pending.lock() {
             p.push(Pending::Completion(q, c, t - q.arrival, timed_out));
         }
@@ -247,13 +249,24 @@ fn scale_once(s: &Shared, scaler: &mut dyn Scaler, manager: &mut dyn ClusterMana
         (snap, r.infos().to_vec(), r.now().max(s.now()))
     };
     let mut actions = Vec::new();
+    // Arrivals and completions enter the windows first, at their own times. Then the routed
+    // queries, where the scaler may decide: it decides on the snapshot, which holds every query
+    // routed until `now`, so they are judged at `now`, with the windows as they are at `now`.
+    // (Judged each at its own time, a decision early in a batch longer than the window w replays
+    // arrivals before queries the snapshot already runs, which the selector refuses; and it sees
+    // a window without the batch's later arrivals.)
     for p in &events {
         let (t, ev) = match p {
             Pending::Arrival(q) => (q.arrival, Event::Arrival { query: q }),
-            Pending::Routed(q, c) => (q.arrival, Event::Routed { query: q, cluster: *c }),
             Pending::Completion(q, c, l, to) => (q.arrival + l, Event::Completion { query: q, cluster: *c, latency: *l, censored: *to }),
+            Pending::Routed(..) => continue,
         };
         actions.extend(scaler.on_event(t, &ev, &infos, snapshot.as_ref()));
+    }
+    for p in &events {
+        if let Pending::Routed(q, c) = p {
+            actions.extend(scaler.on_event(now, &Event::Routed { query: q, cluster: *c }, &infos, snapshot.as_ref()));
+        }
     }
     for c in infos.iter().filter(|c| c.state == ClusterState::Ready && c.ready_at > 0.0) {
         if !ready.contains(&c.id) {
@@ -262,6 +275,9 @@ fn scale_once(s: &Shared, scaler: &mut dyn Scaler, manager: &mut dyn ClusterMana
         }
     }
     actions.extend(scaler.on_event(now, &Event::Tick, &infos, snapshot.as_ref()));
+    if let Ok(mut log) = s.log.lock() {
+        log.extend(scaler.take_failures().into_iter().map(|(t, why)| LiveEvent { time: t, cluster: None, size: 0, kind: "skipped", cause: "skipped", reason: why }));
+    }
     for a in actions {
         let entry = match a {
             Action::SpinUp { size, reason } => {

@@ -195,6 +195,8 @@ pub struct Autoscaler {
     name: String,
     /// Every decision taken (trigger fired or forced), in time order.
     pub decisions: Vec<Decision>,
+    /// Selections that failed since [`Scaler::take_failures`] was last called: (time, why).
+    failures: Vec<(f64, String)>,
 }
 
 impl Autoscaler {
@@ -216,6 +218,7 @@ impl Autoscaler {
             forced: false,
             name,
             decisions: Vec::new(),
+            failures: Vec::new(),
         })
     }
 
@@ -252,11 +255,15 @@ impl Autoscaler {
                     let mode = if self.scaling == Scaling::Vertical { Mode::Replace } else { Mode::Add };
                     // Without the autoslo router (refused by `check` before a run) or when the
                     // simulation fails (e.g. a size the predictor does not know), the decision is
-                    // do-nothing, recorded with no selection.
+                    // do-nothing, recorded with no selection; a failure is kept for
+                    // `take_failures`, so a live control plane logs it.
                     if let Some(autoslo) = router.as_autoslo() {
-                        if let Ok(sel) = find_best_spinup_size(autoslo, clusters, &self.windows.arrivals(), now, &self.params.selector(), mode) {
-                            d.size = sel.size;
-                            d.selection = Some(sel);
+                        match find_best_spinup_size(autoslo, clusters, &self.windows.arrivals(), now, &self.params.selector(), mode) {
+                            Ok(sel) => {
+                                d.size = sel.size;
+                                d.selection = Some(sel);
+                            }
+                            Err(e) => self.failures.push((now, format!("the Spinup Size Selector failed: {e}"))),
                         }
                     }
                 }
@@ -339,6 +346,9 @@ impl Scaler for Autoscaler {
                 Vec::new()
             }
         }
+    }
+    fn take_failures(&mut self) -> Vec<(f64, String)> {
+        std::mem::take(&mut self.failures)
     }
     fn check(&self, router: &dyn Router) -> Result<()> {
         if matches!(self.scaling, Scaling::AddBest | Scaling::Vertical) && router.as_autoslo().is_none() {

@@ -107,6 +107,9 @@ impl Scaler for EjectionCover {
     fn check(&self, router: &dyn Router) -> Result<()> {
         self.inner.check(router)
     }
+    fn take_failures(&mut self) -> Vec<(f64, String)> {
+        self.inner.take_failures()
+    }
     fn tick_interval(&self) -> Option<f64> {
         self.inner.tick_interval()
     }
