@@ -6,7 +6,7 @@ import json
 
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import autoslo
@@ -144,6 +144,7 @@ intervals = st.lists(st.tuples(st.floats(0, 5000), st.floats(0, 500)), max_size=
 
 @settings(max_examples=60, deadline=None)
 @given(intervals, st.floats(0, 120))
+@example([(0.0, 1.0), (1.0, 1.0)], 1.0)  # a query arriving as another ends: one window, 1 s
 def test_incremental_and_batch_billing_agree(iv: list[tuple[float, float]], minimum: float) -> None:
     events = sorted([(a, 1) for a, _ in iv] + [(b, -1) for _, b in iv], key=lambda e: (e[0], -e[1]))
     timer = autoslo.BillingTimer(minimum)

@@ -152,7 +152,10 @@ pub fn cluster_cost_until_drained(timer: &BillingTimer, policy: &BillingPolicy, 
 }
 
 /// Batch form: billed seconds for a set of busy intervals `[start, end]` (a query present from
-/// start to end) with billing minimum `minimum_s`. O(n log n).
+/// start to end, both included) with billing minimum `minimum_s`. O(n log n). As in the timer,
+/// a query that starts while another is present (even at the instant that one ends) or before
+/// the minimum has run out continues the window; one that starts when the timer pauses opens a
+/// new one.
 pub fn billed_seconds(intervals: &[(f64, f64)], minimum_s: f64) -> Result<f64> {
     let mut iv = intervals.to_vec();
     for &(a, b) in &iv {
@@ -165,7 +168,7 @@ pub fn billed_seconds(intervals: &[(f64, f64)], minimum_s: f64) -> Result<f64> {
     let (mut since, mut busy_until, mut total) = (first_a, first_b, 0.0);
     for &(a, b) in &iv[1..] {
         let pause_at = busy_until.max(since + minimum_s);
-        if a < pause_at {
+        if a < pause_at || a <= busy_until {
             busy_until = busy_until.max(b);
         } else {
             total += pause_at - since;
@@ -180,6 +183,20 @@ pub fn billed_seconds(intervals: &[(f64, f64)], minimum_s: f64) -> Result<f64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_query_that_starts_as_another_ends_continues_the_window() {
+        // Found by the Python property test: [0, 1] and [1, 1] with a 1 s minimum are one window
+        // for the timer (the second arrives while the first is present), so 1 s, not 2.
+        assert_eq!(billed_seconds(&[(0.0, 1.0), (1.0, 1.0)], 1.0).unwrap(), 1.0);
+        let mut t = BillingTimer::new(1.0);
+        t.on_arrival(0.0).unwrap();
+        t.on_arrival(1.0).unwrap();
+        t.on_idle(1.0).unwrap();
+        assert_eq!(t.billed_seconds_at(10.0), 1.0);
+        // Once the first has ended and the minimum has run out, a new arrival opens a window.
+        assert_eq!(billed_seconds(&[(0.0, 1.0), (3.0, 3.5)], 1.0).unwrap(), 2.0);
+    }
 
     #[test]
     fn timer_follows_the_papers_rule() {
