@@ -86,6 +86,17 @@ pub trait Scaler: Send {
     fn name(&self) -> &str;
 }
 
+/// Fail if `scaler` could not take a decision since the last call: the engines (emulator,
+/// simulator) stop with the reason instead of measuring a run whose autoscaler silently did
+/// nothing. (The live control plane logs such failures and keeps routing.)
+pub fn fail_on_undecided(scaler: &mut dyn Scaler) -> Result<()> {
+    let failures = scaler.take_failures();
+    match failures.first() {
+        None => Ok(()),
+        Some((t, why)) => Err(AutoSloError::InvalidAction(format!("the `{}` scaler could not decide at {t:.1} s: {why}", scaler.name()))),
+    }
+}
+
 /// Round robin over the clusters that are ready (or, if none is ready, starting). O(C).
 #[derive(Debug, Clone, Default)]
 pub struct RoundRobin {

@@ -12,7 +12,7 @@
 
 use crate::billing::{BillingPolicy, BillingTimer};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState as Lifecycle};
-use crate::control::{Action, Event, Router, Scaler};
+use crate::control::{fail_on_undecided, Action, Event, Router, Scaler};
 use crate::emulator::ColdStart;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::{ClusterState, Predictor};
@@ -294,6 +294,7 @@ impl<'a> WorkloadSimulator<'a> {
                 self.admit(cid, k, now, &*router)?;
                 let infos = self.infos();
                 let actions = scaler.on_event(now, &Event::Routed { query: q, cluster: cid }, &infos, &*router);
+                fail_on_undecided(scaler)?;
                 for e in self.apply(actions, now)? {
                     router.observe(now, &e);
                 }

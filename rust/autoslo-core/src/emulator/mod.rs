@@ -24,7 +24,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::billing::{BillingPolicy, BillingTimer};
 use crate::catalog::{self, Catalog, QueryText};
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
-use crate::control::{Action, Event, Router, Scaler};
+use crate::control::{fail_on_undecided, Action, Event, Router, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::rng::{derive_seed, Rng};
 use crate::tenancy::{Admission, AdmissionQueue, Offer, Release};
@@ -736,6 +736,7 @@ fn route_now(run: &mut Run<'_>, qi: usize, now: f64, router: &mut dyn Router, sc
     let routed = Event::Routed { query: q, cluster: c };
     run.infos_into(infos);
     let actions = scaler.on_event(now, &routed, infos, &*router);
+    fail_on_undecided(scaler)?;
     run.apply(actions, now)
 }
 

@@ -373,3 +373,40 @@ fn a_gone_cluster_leaves_the_policies_view_and_stays_in_the_trace() {
     assert_eq!(t.clusters.len(), 3);
     assert!(t.rows.iter().all(|r| r.cluster != Some(0) || r.arrival < 900.0));
 }
+
+/// A scaler whose decision fails on the 10th routed query (as the Spinup Size Selector's would on
+/// input it refuses), and which then does nothing.
+struct Undecided {
+    routed: usize,
+    failures: Vec<(f64, String)>,
+}
+
+impl Scaler for Undecided {
+    fn on_event(&mut self, now: f64, event: &Event<'_>, _clusters: &[crate::cluster::ClusterInfo], _router: &dyn Router) -> Vec<Action> {
+        if matches!(event, Event::Routed { .. }) {
+            self.routed += 1;
+            if self.routed == 10 {
+                self.failures.push((now, "the selector refused its input".into()));
+            }
+        }
+        Vec::new()
+    }
+    fn take_failures(&mut self) -> Vec<(f64, String)> {
+        std::mem::take(&mut self.failures)
+    }
+    fn name(&self) -> &str {
+        "undecided"
+    }
+}
+
+#[test]
+fn a_decision_the_scaler_could_not_take_stops_the_engines_with_its_reason() {
+    let slo = SloTable::paper(2.0).unwrap();
+    let w = base_workload(0.2, 4, &slo).unwrap();
+    let err = emulate(&w, &[16], &mut RoundRobin::default(), &mut Undecided { routed: 0, failures: Vec::new() }, &EmulatorConfig::default()).unwrap_err().to_string();
+    assert!(err.contains("`undecided` scaler could not decide") && err.contains("refused its input"), "{err}");
+    let p = bundled_predictor();
+    let mut scaler = Undecided { routed: 0, failures: Vec::new() };
+    let err = crate::simulator::simulate(&p, &w, &[16], &mut RoundRobin::default(), &mut scaler, crate::simulator::SimulatorConfig::default()).unwrap_err().to_string();
+    assert!(err.contains("`undecided` scaler could not decide"), "{err}");
+}
