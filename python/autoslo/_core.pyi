@@ -260,7 +260,11 @@ class ControlPlane:
     def clusters(self) -> list[tuple[int, int, int, bool]]:
         """(id, size, running queries, ready) of the clusters queries may go to."""
     def events(self) -> list[dict[str, object]]:
-        """Spinups and teardowns so far (time, cluster_id, size, event, reason)."""
+        """Every change of the cluster set so far, as dicts (time, cluster_id, size, event, reason).
+
+        ``event`` is ``spinup``, ``teardown`` or ``failed`` (a cluster lost), or ``skipped``: a
+        teardown of a cluster already gone, or a scaling decision that could not be taken
+        (``reason`` says why; the scaler did nothing then)."""
     def now(self) -> float:
         """The control plane's clock (s)."""
 

@@ -168,7 +168,8 @@ impl PyControlPlane {
         self.inner.clusters().map_err(err)
     }
 
-    /// Spinups and teardowns so far: dicts with time, cluster_id, size, event and reason.
+    /// Every change of the cluster set so far (spinup, teardown, failed, skipped): dicts with
+    /// time, cluster_id, size, event and reason.
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
         self.inner
             .events()
