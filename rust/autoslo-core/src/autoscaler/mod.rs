@@ -254,9 +254,10 @@ impl Autoscaler {
                 Scaling::AddBest | Scaling::Vertical => {
                     let mode = if self.scaling == Scaling::Vertical { Mode::Replace } else { Mode::Add };
                     // Without the autoslo router (refused by `check` before a run) or when the
-                    // simulation fails (e.g. a size the predictor does not know), the decision is
+                    // simulation fails (it refuses its input), the decision is
                     // do-nothing, recorded with no selection; a failure is kept for
-                    // `take_failures`, so a live control plane logs it.
+                    // `take_failures`: the emulator and the simulator stop on it, a live control
+                    // plane logs it.
                     if let Some(autoslo) = router.as_autoslo() {
                         match find_best_spinup_size(autoslo, clusters, &self.windows.arrivals(), now, &self.params.selector(), mode) {
                             Ok(sel) => {
