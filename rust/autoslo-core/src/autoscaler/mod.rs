@@ -401,9 +401,18 @@ pub(crate) fn autoslo_params(params: AutoscalerParams) -> AutoscalerParams {
 /// A scaling policy by name (see the module docs). `trigger` applies to `add-best`, `horizontal`
 /// and `vertical` (default `combined`); `options` carries the Snowflake and RAIS settings.
 pub fn scaler_by_name(name: &str, trigger: Option<&str>, params: AutoscalerParams, options: &ScalerOptions) -> Result<Box<dyn Scaler>> {
+    if let (Some(t), "snowflake-standard" | "snowflake-economy" | "rais") = (trigger, name) {
+        return Err(AutoSloError::InvalidConfig(format!("`{name}` starts clusters by its own rule and takes no trigger (got `{t}`); a trigger applies to add-best, horizontal and vertical")));
+    }
     let trig = match trigger {
         None => TriggerKind::Combined,
-        Some(t) => TriggerKind::parse(t).ok_or_else(|| AutoSloError::UnknownPolicy { name: t.into(), known: TRIGGERS.join(", ") })?,
+        Some(t) => match TriggerKind::parse(t) {
+            Some(k) => k,
+            None if t.starts_with("queue@") => {
+                return Err(AutoSloError::InvalidConfig(format!("the trigger queue@N needs a whole number N ≥ 1 of outstanding queries, got `{t}`")));
+            }
+            None => return Err(AutoSloError::UnknownPolicy { name: t.into(), known: TRIGGERS.join(", ") }),
+        },
     };
     let scaling = |s| Autoscaler::new(s, trig, params.clone()).map(|a| Box::new(a) as Box<dyn Scaler>);
     match name {

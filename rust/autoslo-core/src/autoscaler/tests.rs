@@ -135,6 +135,18 @@ fn autoslo_scales_an_overloaded_warehouse_in_the_emulator_and_the_simulator() {
 }
 
 #[test]
+fn a_trigger_the_policy_cannot_use_is_refused_with_its_reason() {
+    let params = AutoscalerParams::default();
+    let queue = scaler_by_name("add-best", Some("queue@0"), params.clone(), &ScalerOptions::default()).err().unwrap().to_string();
+    assert!(queue.contains("N ≥ 1") && queue.contains("queue@0"), "{queue}");
+    for name in ["snowflake-standard", "snowflake-economy", "rais"] {
+        let e = scaler_by_name(name, Some("observed"), params.clone(), &ScalerOptions::default()).err().unwrap().to_string();
+        assert!(e.contains("takes no trigger"), "{e}");
+        assert!(scaler_by_name(name, None, params.clone(), &ScalerOptions::default()).is_ok());
+    }
+}
+
+#[test]
 fn vertical_scaling_drains_the_old_cluster_once_the_new_one_is_ready() {
     let p = model();
     let w = base_workload(0.2, 5, &SloTable::paper(2.0).unwrap()).unwrap();
