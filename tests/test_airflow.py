@@ -63,6 +63,9 @@ def test_task_functions_run_the_cycle_and_are_idempotent(world: dict[str, Path],
         A.ingest(reservoir, world["log"], d1 + dt.timedelta(days=5))
     staging = tmp_path / "staging" / "c.yaml"
     plan = d1 + dt.timedelta(days=1)
+    with pytest.raises(FileNotFoundError, match="no Workload Reservoir"):  # a mistyped path is not an empty history
+        A.tune_day(tmp_path / "reservoir-typo", plan, staging, settings=world["settings"])
+    assert not (tmp_path / "reservoir-typo").exists() and not staging.exists()
     tuned = A.tune_day(reservoir, plan, staging, settings=world["settings"])
     assert tuned["tuned"] and d1.isoformat() in tuned["days_used"]
     v = A.validate(staging, reservoir, plan, settings=world["settings"], forecasts=2)

@@ -55,6 +55,80 @@ def test_bad_input_exits_with_a_message(tmp_path) -> None:
     assert r.returncode == 2 and "unknown query template 500" in r.stderr
 
 
+def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """``autoslo ARGV`` in this process: its exit code and what it printed to stderr."""
+    from autoslo.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as e:  # argparse refuses the value
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_autoscaling_options_map_to_the_autoscaler_they_name() -> None:
+    from autoslo.cli import _autoscaler, build_parser
+
+    def cfg(*argv: str) -> autoslo.AutoscalerConfig | None:
+        return _autoscaler(build_parser().parse_args(["emulate", *argv]))
+
+    assert cfg() is None
+    assert cfg("--autoscaler", "autoslo") == autoslo.AutoscalerConfig(policy="autoslo")
+    got = cfg("--autoscaler", "add-best", "--trigger", "queue@8", "--mu", "8", "--sizes", "16,32", "--window", "120", "--t-idle", "900", "--theta", "0")
+    assert got == autoslo.AutoscalerConfig(policy="add-best", trigger="queue@8", mu=8, sizes=(16, 32), window_s=120.0, t_idle_s=900.0, theta=0)
+    assert cfg("--autoscaler", "rais", "--rais-level", "cost", "--max-clusters", "3") == autoslo.AutoscalerConfig(policy="rais", rais_level="cost", max_clusters=3)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tau", "0.05"], "--tau sets the autoscaler: name one with --autoscaler"),
+        (["--mu", "8", "--t-idle", "60"], "--mu, --t-idle set the autoscaler"),
+        (["--autoscaler", "rais", "--mu", "3"], "--mu does not apply to --autoscaler rais"),
+        (["--autoscaler", "snowflake-standard", "--trigger", "observed"], "--trigger does not apply to --autoscaler snowflake-standard"),
+        (["--autoscaler", "noop", "--tau", "0.2"], "--tau does not apply to --autoscaler noop"),
+        (["--autoscaler", "horizontal", "--sizes", "8"], "--sizes does not apply to --autoscaler horizontal"),
+        (["--autoscaler", "autoslo", "--rais-level", "cost"], "--rais-level does not apply"),
+        (["--autoscaler", "autoslo", "--theta", "-1"], "need a whole number ≥ 0, got -1"),
+        (["--autoscaler", "autoslo", "--mu", "0"], "need a whole number ≥ 1, got 0"),
+        (["--autoscaler", "add-best", "--trigger", "queue@0"], "queue@N needs a whole number N ≥ 1"),
+        (["--timeout", "-5"], "need a finite time ≥ 0 s"),
+    ],
+)
+def test_an_option_that_would_do_nothing_is_refused(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, err = _main(capsys, "emulate", "--clusters", "16", *argv)
+    assert code == 2 and message in err, err
+
+
+def test_settings_a_policy_ignores_are_refused_from_python() -> None:
+    with pytest.raises(ValueError, match="`mu` applies to the autoslo, add-best, vertical policies"):
+        autoslo.AutoscalerConfig(policy="rais", mu=3)
+    with pytest.raises(ValueError, match="`warehouse_size`"):
+        autoslo.AutoscalerConfig(policy="autoslo", warehouse_size=8)
+    wl = autoslo.base_workload(0.1, seed=0, kappa=2).slice(0, 20)
+    with pytest.raises(autoslo.AutoSloCoreError, match="takes no trigger"):
+        autoslo.emulate(wl, [16], autoscaler=autoslo.AutoscalerConfig(policy="snowflake-economy", trigger="observed"))
+
+
+def test_paths_that_are_wrong_are_named_before_any_work(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code, err = _main(capsys, "emulate", "--workload-file", str(tmp_path / "missing.parquet"))
+    assert code == 2 and f"no Parquet file at {tmp_path / 'missing.parquet'}" in err
+    code, err = _main(capsys, "emulate", "--config", str(tmp_path))
+    assert code == 2 and "Is a directory" in err and str(tmp_path) in err
+    code, err = _main(capsys, "emulate", "--clusters", "16", "--trace", str(tmp_path))
+    assert code == 2 and f"{tmp_path} is a directory" in err
+    missing = tmp_path / "no-such-reservoir"
+    code, err = _main(capsys, "tune", "--reservoir", str(missing), "--day", "2024-05-01", "--out", str(tmp_path / "c.yaml"))
+    assert code == 2 and f"no Workload Reservoir at {missing}" in err
+    code, err = _main(capsys, "reservoir", "show", "--reservoir", str(missing))
+    assert code == 2 and "no Workload Reservoir" in err
+    assert not missing.exists() and not (tmp_path / "c.yaml").exists()
+    # Outputs into a directory that does not exist yet are written, as the configuration file is.
+    out = tmp_path / "new" / "trace.parquet"
+    code, err = _main(capsys, "emulate", "--clusters", "16", "--rate", "0.05", "--trace", str(out), "--json")
+    assert code == 0 and autoslo.read_table(out).num_rows > 0, err
+
+
 def _calibrate_json(seed: int) -> tuple[dict, int]:
     r = run("calibrate", "--json", "--seed", str(seed), check=False)
     return json.loads(r.stdout), r.returncode

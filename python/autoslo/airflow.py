@@ -96,7 +96,7 @@ def tune_day(
     ``ray_address`` if given). Returns the tuner's report (JSON-serialisable)."""
     if backend == "ray" and ray_address is not None:
         backend = RayBackend(ray_address)
-    result = tune(Reservoir(reservoir), _day(day), settings=_settings(settings), history_days=history_days, kappa=kappa, backend=backend)
+    result = tune(Reservoir(reservoir, create=False), _day(day), settings=_settings(settings), history_days=history_days, kappa=kappa, backend=backend)
     Path(staging).parent.mkdir(parents=True, exist_ok=True)
     result.config.save(staging)
     keep = ("tuned", "history_days", "days_used", "forecast_policy", "validation_violation_rate", "validation_cost", "simulations", "backend")
@@ -124,7 +124,7 @@ def validate(
     s = _settings(settings)
     d = _day(day)
     config = ExecutionConfig.load(staging)
-    r = Reservoir(reservoir)
+    r = Reservoir(reservoir, create=False)
     out: dict[str, Any] = {"day": d.isoformat(), "tau": s.tau, "forecasts": 0, "validated": False}
     if r.history(d, history_days):
         f = forecast(r, d, history_days=history_days, kappa=kappa, policy=s.forecast_policy, decay=s.decay, forecasts=forecasts, training_share=0.5, seed=s.seed + HOLDOUT_SEED_OFFSET)

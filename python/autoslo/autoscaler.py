@@ -31,6 +31,21 @@ from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.tuner import ExecutionConfig
 
 
+_SELECTOR_POLICIES = ("autoslo", "add-best", "vertical")
+_TRIGGERED_POLICIES = ("autoslo", "add-best", "horizontal", "vertical")
+_SNOWFLAKE_POLICIES = ("snowflake-standard", "snowflake-economy")
+
+# The settings whose default is "unset", and the policies that read them: giving one to another
+# policy is a mistake (it would be ignored), so it is refused.
+_POLICY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "mu": _SELECTOR_POLICIES,
+    "selector_headroom": _SELECTOR_POLICIES,
+    "selector_counts_backlog": _SELECTOR_POLICIES,
+    "tau_trigger": _TRIGGERED_POLICIES,
+    "warehouse_size": _SNOWFLAKE_POLICIES,
+}
+
+
 @dataclass(frozen=True)
 class AutoscalerConfig:
     """One scaling policy and its parameters (defaults are the paper's reference values).
@@ -50,6 +65,8 @@ class AutoscalerConfig:
     ``selector_counts_backlog``: whether a selector branch's outcome includes every query still
     running at its end (Algorithm 3's line 27 as listed; the default) or only those issued after
     the new cluster is available (as the paper's Figure 4 draws it; see ``docs/autoscaler.md``).
+    A setting the chosen policy does not read (``mu`` for ``rais``, ``warehouse_size`` for
+    ``autoslo``) raises ``ValueError`` instead of being ignored.
     """
 
     policy: str = "autoslo"
@@ -76,6 +93,9 @@ class AutoscalerConfig:
     def __post_init__(self) -> None:
         if self.policy not in _core.SCALING_POLICIES:
             raise ValueError(f"unknown scaling policy {self.policy!r}; known: {', '.join(_core.SCALING_POLICIES)}")
+        for name, used_by in _POLICY_SETTINGS.items():
+            if getattr(self, name) is not None and self.policy not in used_by:
+                raise ValueError(f"`{name}` applies to the {', '.join(used_by)} policies; the {self.policy!r} policy would ignore it")
 
     def spec(self) -> dict[str, object]:
         """The settings as the core takes them."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -24,7 +24,7 @@ from autoslo.reproduce_tenancy import deferred_batch, premium_tenant
 from autoslo.tenancy import DeadlineAdmission
 from autoslo.live_cli import register as register_live
 from autoslo.tuner_cli import register as register_tuner
-from autoslo.workloads import base_workload, read_workload, redbench_workload, write_table
+from autoslo.workloads import base_workload, check_output, read_workload, redbench_workload, write_table
 
 if TYPE_CHECKING:
     from autoslo.tuner import TunerSettings
@@ -38,6 +38,32 @@ def _sizes(text: str) -> list[int]:
     if not sizes or any(s <= 0 for s in sizes):
         raise argparse.ArgumentTypeError(f"need at least one positive cluster size, got {text!r}")
     return sizes
+
+
+def _count(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number ≥ ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"need a whole number, got {text!r}") from e
+        if n < least:
+            raise argparse.ArgumentTypeError(f"need a whole number ≥ {least}, got {n}")
+        return n
+
+    return parse
+
+
+def _seconds_or_zero(text: str) -> float:
+    """An argparse type: a finite time in s, ≥ 0."""
+    try:
+        v = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"need a time in seconds, got {text!r}") from e
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"need a finite time ≥ 0 s, got {text!r}")
+    return v
 
 
 def _add_workload_args(p: argparse.ArgumentParser) -> None:
@@ -60,25 +86,50 @@ def _workload(args: argparse.Namespace) -> pa.Table:
     return base_workload(args.rate, seed=args.seed, kappa=args.kappa)
 
 
+_TRIGGERED = ("autoslo", "add-best", "horizontal", "vertical")
+_SELECTOR = ("autoslo", "add-best", "vertical")
+
+# The autoscaling options of `autoslo emulate`: the AutoscalerConfig field each sets, and the
+# policies that read it. An option the chosen policy would ignore is refused, and so is any of them
+# without --autoscaler.
+_SCALING_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "trigger": ("trigger", ("autoslo", "add-best", "horizontal", "vertical")),
+    "tau": ("tau", _TRIGGERED),
+    "sizes": ("sizes", (*_SELECTOR, "rais")),
+    "theta": ("theta", _TRIGGERED),
+    "mu": ("mu", _SELECTOR),
+    "window": ("window_s", _TRIGGERED),
+    "t_idle": ("t_idle_s", _TRIGGERED),
+    "t_min_lifetime": ("t_min_lifetime_s", _TRIGGERED),
+    "max_clusters": ("max_clusters", (*_TRIGGERED, "snowflake-standard", "snowflake-economy", "rais")),
+    "rais_level": ("rais_level", ("rais",)),
+}
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def _autoscaler(args: argparse.Namespace) -> AutoscalerConfig | None:
+    given = {dest: getattr(args, dest) for dest in _SCALING_OPTIONS if getattr(args, dest) is not None}
     if args.autoscaler is None:
+        if given:
+            names = ", ".join(_option(d) for d in given)
+            raise ValueError(f"{names} set{'s' if len(given) == 1 else ''} the autoscaler: name one with --autoscaler (without it the clusters stay as given)")
         return None
-    return AutoscalerConfig(
-        policy=args.autoscaler,
-        trigger=args.trigger,
-        tau=args.tau,
-        theta=args.theta,
-        mu=args.mu,
-        window_s=args.window,
-        t_idle_s=args.t_idle,
-        t_min_lifetime_s=args.t_min_lifetime,
-        sizes=tuple(args.sizes),
-        max_clusters=args.max_clusters,
-        rais_level=args.rais_level,
-    )
+    for dest in given:
+        field, used_by = _SCALING_OPTIONS[dest]
+        if args.autoscaler not in used_by:
+            raise ValueError(f"{_option(dest)} does not apply to --autoscaler {args.autoscaler} (it applies to {', '.join(used_by)})")
+    settings: dict[str, Any] = {_SCALING_OPTIONS[dest][0]: value for dest, value in given.items()}
+    if "sizes" in settings:
+        settings["sizes"] = tuple(given["sizes"])
+    return AutoscalerConfig(policy=args.autoscaler, **settings)
 
 
 def cmd_emulate(args: argparse.Namespace) -> int:
+    for out in (args.trace, args.clusters_out, args.events_out):
+        check_output(out)
     wl = _workload(args)
     admission = DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None
     if args.config:
@@ -229,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=_core.ROUTING_POLICIES,
         help="routing policy (default: autoslo, the product's router with the bundled Iconq+; baselines by name: round-robin, stage-cost, least-work)",
     )
-    p.add_argument("--timeout", type=float, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
+    p.add_argument("--timeout", type=_seconds_or_zero, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
     p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
     p.add_argument("--clusters-out", metavar="OUT.parquet", help="write the per-cluster bills to Parquet")
@@ -241,15 +292,15 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("autoscaling (default: the clusters stay as given)")
     g.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy: autoslo (the paper's Autoscaler with one change, its selector's headroom of 2, and μ = 32; add-best --trigger combined is the literal form), add-best/horizontal/vertical with --trigger, noop, snowflake-standard, snowflake-economy, rais")
     g.add_argument("--trigger", help="spinup trigger of add-best/horizontal/vertical: combined (default), observed, queue@N")
-    g.add_argument("--tau", type=float, default=0.1, help="target violation rate τ (default 0.1)")
-    g.add_argument("--sizes", type=_sizes, default=[4, 8, 16, 32], help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
-    g.add_argument("--theta", type=int, default=16, help="θ: observations before the trigger may fire (default 16)")
-    g.add_argument("--mu", type=int, default=None, help="μ: completions per selector branch (default 32 for autoslo, 16 for the baselines)")
-    g.add_argument("--window", type=float, default=300.0, help="observation window w in s (default 300)")
-    g.add_argument("--t-idle", dest="t_idle", type=float, default=600.0, help="T_idle in s (default 600)")
-    g.add_argument("--t-min-lifetime", dest="t_min_lifetime", type=float, default=1200.0, help="T_min_lifetime in s (default 1200)")
-    g.add_argument("--max-clusters", dest="max_clusters", type=int, default=10, help="never more active clusters than this (default 10)")
-    g.add_argument("--rais-level", dest="rais_level", choices=["cost", "balanced", "performance"], default="balanced", help="price-performance level of the rais policy")
+    g.add_argument("--tau", type=float, help="target violation rate τ (default 0.1)")
+    g.add_argument("--sizes", type=_sizes, help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
+    g.add_argument("--theta", type=_count(0), help="θ: observations before the trigger may fire (default 16)")
+    g.add_argument("--mu", type=_count(1), help="μ: completions per selector branch (default 32 for autoslo, 16 for the baselines)")
+    g.add_argument("--window", type=float, help="observation window w in s (default 300)")
+    g.add_argument("--t-idle", dest="t_idle", type=float, help="T_idle in s (default 600)")
+    g.add_argument("--t-min-lifetime", dest="t_min_lifetime", type=float, help="T_min_lifetime in s (default 1200)")
+    g.add_argument("--max-clusters", dest="max_clusters", type=_count(1), help="never more active clusters than this (default 10)")
+    g.add_argument("--rais-level", dest="rais_level", choices=["cost", "balanced", "performance"], help="price-performance level of the rais policy (default balanced)")
     p.set_defaults(func=cmd_emulate)
 
     p = sub.add_parser("workload", help="generate a workload and write it to Parquet", description="Generate a workload and write it to Parquet.")
@@ -563,8 +614,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _core.AutoSloCoreError as e:
         print(f"autoslo: error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError) as e:
+    except ValueError as e:
         print(f"autoslo: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # A missing file, a directory where a file was expected, no permission: say which path.
+        print(f"autoslo: error: {f'{e.strerror}: {e.filename}' if e.strerror and e.filename else e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("autoslo: interrupted", file=sys.stderr)

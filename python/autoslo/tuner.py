@@ -228,16 +228,23 @@ class Reservoir:
     ``counts.parquet`` and ``arrivals.parquet``. Each file is replaced atomically (written beside,
     then renamed), so a crash mid-append leaves every stored day readable. The arrivals table keeps
     at most ``max_arrivals_per_hour`` offsets per (date, hour), a uniform sample of all arrivals
-    (weighted reservoir sampling across appends, seeded); the count table is exact.
+    (weighted reservoir sampling across appends, seeded); the count table is exact. The directory
+    is created unless ``create=False``, which opens an existing reservoir only (a mistyped path
+    then raises ``FileNotFoundError`` instead of reading as an empty reservoir).
     """
 
-    def __init__(self, path: str | os.PathLike[str], max_arrivals_per_hour: int = 2000, seed: int = 0) -> None:
+    def __init__(self, path: str | os.PathLike[str], max_arrivals_per_hour: int = 2000, seed: int = 0, *, create: bool = True) -> None:
         if max_arrivals_per_hour < 2:
             raise ValueError("max_arrivals_per_hour must be ≥ 2 (interarrival gaps need two arrivals)")
         self.path = Path(path)
         self.max_arrivals_per_hour = max_arrivals_per_hour
         self.seed = seed
-        self.path.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and not self.path.is_dir():
+            raise NotADirectoryError(f"a Workload Reservoir is a directory, and {self.path} is a file")
+        if create:
+            self.path.mkdir(parents=True, exist_ok=True)
+        elif not self.path.is_dir():
+            raise FileNotFoundError(f"no Workload Reservoir at {self.path}: add a query log first (autoslo reservoir add --reservoir {self.path} --log FILE)")
 
     def _dir(self, date: int) -> Path:
         return self.path / f"day={day_of(date).isoformat()}"

@@ -16,6 +16,7 @@ from autoslo.bundled import load
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
 from autoslo.tuner import Reservoir, TunerSettings, tune
+from autoslo.workloads import check_output
 
 
 def read_log(path: str | Path) -> pa.Table:
@@ -36,7 +37,7 @@ def cmd_reservoir_add(args: argparse.Namespace) -> int:
 
 
 def cmd_reservoir_show(args: argparse.Namespace) -> int:
-    r = Reservoir(args.reservoir)
+    r = Reservoir(args.reservoir, create=False)
     rows = [{"day": d.isoformat(), "weekday": d.strftime("%a"), "queries": r.queries([d])} for d in r.days()]
     if args.json:
         print(json.dumps(rows))
@@ -67,9 +68,10 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    check_output(args.out)
     settings = _settings(args)
     result = tune(
-        Reservoir(args.reservoir),
+        Reservoir(args.reservoir, create=False),
         args.day,
         settings=settings,
         history_days=args.history_days,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from os import PathLike
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,12 +76,26 @@ def validate_workload(table: pa.Table, kappa: float | None = None) -> pa.Table:
 
 
 def write_table(table: pa.Table, path: str | PathLike[str]) -> None:
-    """Write a workload or trace table to Parquet."""
+    """Write a workload or trace table to Parquet (a local path's missing directories are created)."""
+    if "://" not in str(path):
+        Path(check_output(path)).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
+
+
+def check_output(path: str | PathLike[str] | None) -> str | PathLike[str] | None:
+    """``path`` if a file can be written there: refuses an existing directory, so a command checks
+    its outputs before a long run instead of failing after it."""
+    if path is not None and Path(path).is_dir():
+        raise IsADirectoryError(f"{path} is a directory: give a file name to write")
+    return path
 
 
 def read_table(path: str | PathLike[str]) -> pa.Table:
     """Read a Parquet table (a workload or a trace)."""
+    if "://" not in str(path):  # a local path; URIs (s3://…) go to pyarrow's filesystems as given
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"no Parquet file at {p}" + (" (it is a directory)" if p.is_dir() else ""))
     return pq.read_table(path)
 
 

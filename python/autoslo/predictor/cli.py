@@ -8,9 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from autoslo import predictor as P
+from autoslo.workloads import read_table
 
 
 def _fmt_q(d: dict) -> str:
@@ -97,7 +96,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             variant = json.loads(meta.read_text()).get("variant") if meta.is_file() else None
             models[variant if variant and variant not in models else m] = m
     if args.trace:
-        trace = pq.read_table(args.trace)
+        trace = read_table(args.trace)
     elif args.traces:
         trace = P.load_traces(args.traces).test
     else:
