@@ -100,6 +100,25 @@ def test_an_option_that_would_do_nothing_is_refused(capsys: pytest.CaptureFixtur
     assert code == 2 and message in err, err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["live", "--workload", "w.parquet", "--time-scale", "0"], "argument --time-scale: need a finite number > 0"),
+        (["live", "--workload", "w.parquet", "--routing", "fastest"], "argument --routing: invalid choice"),
+        (["live", "--workload", "w.parquet", "--pool-size", "0"], "argument --pool-size: need a whole number ≥ 1"),
+        (["live", "--workload", "missing.parquet", "--local"], "no Parquet file at missing.parquet"),
+        (["tune", "--reservoir", "r", "--day", "2024-05-01", "--out", "c.yaml", "--history-days", "-3"], "argument --history-days: need a whole number ≥ 0"),
+        (["reproduce", "router", "--queries", "0"], "argument --queries: need a whole number ≥ 1"),
+        (["reproduce", "spinup-size", "--seed", "-1"], "argument --seed: need a whole number ≥ 0"),
+        (["reproduce", "premium", "--premium", "nobody"], "no tenant 'nobody' in the workload"),
+        (["predictor", "train", "--traces", "t", "--out", "m", "--epochs", "0"], "argument --epochs: need a whole number ≥ 1"),
+    ],
+)
+def test_other_commands_refuse_values_before_any_work(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, err = _main(capsys, *argv)
+    assert code == 2 and message in err, err
+
+
 def test_settings_a_policy_ignores_are_refused_from_python() -> None:
     with pytest.raises(ValueError, match="`mu` applies to the autoslo, add-best, vertical policies"):
         autoslo.AutoscalerConfig(policy="rais", mu=3)

@@ -112,8 +112,10 @@ def test_bad_emulation_input_is_a_clear_error(kwargs: dict, message: str) -> Non
 
 
 def test_no_clusters_is_an_error() -> None:
-    with pytest.raises(autoslo.AutoSloCoreError, match="no clusters"):
+    with pytest.raises(autoslo.AutoSloCoreError, match="no clusters: give at least one"):
         autoslo.emulate(autoslo.base_workload(0.2), [])
+    with pytest.raises(autoslo.AutoSloCoreError, match="no clusters: give at least one"):
+        autoslo.simulate(autoslo.base_workload(0.2), [])
 
 
 def test_progress_callback_and_interrupt() -> None:

@@ -62,7 +62,7 @@ def test_live_router(model: predictor.Predictor) -> None:
         r.remove_cluster(2)
     with pytest.raises(_core.AutoSloCoreError, match="at least one cluster"):
         autoslo.Router("round-robin", [])
-    with pytest.raises(_core.AutoSloCoreError, match="needs a latency predictor"):
+    with pytest.raises(_core.AutoSloCoreError, match=r"needs a latency predictor \(from Python: `import autoslo.predictor`"):
         autoslo.Router("autoslo", [16])
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from autoslo import _core
+from autoslo import _core, argtypes
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.emulation import calibrate, emulate
 from autoslo.bundled import load
@@ -30,42 +30,6 @@ if TYPE_CHECKING:
     from autoslo.tuner import TunerSettings
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"cluster sizes must be comma-separated integers (RPU), got {text!r}") from e
-    if not sizes or any(s <= 0 for s in sizes):
-        raise argparse.ArgumentTypeError(f"need at least one positive cluster size, got {text!r}")
-    return sizes
-
-
-def _count(least: int) -> Callable[[str], int]:
-    """An argparse type: a whole number ≥ ``least``."""
-
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(f"need a whole number, got {text!r}") from e
-        if n < least:
-            raise argparse.ArgumentTypeError(f"need a whole number ≥ {least}, got {n}")
-        return n
-
-    return parse
-
-
-def _seconds_or_zero(text: str) -> float:
-    """An argparse type: a finite time in s, ≥ 0."""
-    try:
-        v = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"need a time in seconds, got {text!r}") from e
-    if not (v >= 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"need a finite time ≥ 0 s, got {text!r}")
-    return v
-
-
 def _add_workload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload")
     g.add_argument("--workload", choices=["base", "redbench"], default="base", help="generator (default: base = the paper's BaseWorkload)")
@@ -75,7 +39,7 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--queries-per-day", type=float, default=20_000, help="redbench: weekday queries across tenants (default 20000)")
     g.add_argument("--tenants", type=int, default=4, help="redbench: number of tenants (default 4)")
     g.add_argument("--kappa", type=float, default=2.0, help="SLO = κ × per-template baseline (default 2)")
-    g.add_argument("--seed", type=int, default=0, help="seed of workload and emulator (default 0)")
+    g.add_argument("--seed", type=argtypes.count(0), default=0, help="seed of workload and emulator (default 0)")
 
 
 def _workload(args: argparse.Namespace) -> pa.Table:
@@ -272,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("emulate", help="run a workload on the calibrated warehouse emulator", description="Run a workload on the calibrated warehouse emulator and report violation rate and cost.")
     _add_workload_args(p)
-    p.add_argument("--clusters", type=_sizes, help="cluster sizes in RPU, comma-separated (default 16,16)")
+    p.add_argument("--clusters", type=argtypes.sizes, help="cluster sizes in RPU, comma-separated (default 16,16)")
     p.add_argument("--config", metavar="CONFIG.yaml", help="run an execution configuration (as `autoslo tune` writes): its clusters, routing, scheduled spinups and autoscaler")
     p.add_argument(
         "--routing",
@@ -280,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=_core.ROUTING_POLICIES,
         help="routing policy (default: autoslo, the product's router with the bundled Iconq+; baselines by name: round-robin, stage-cost, least-work)",
     )
-    p.add_argument("--timeout", type=_seconds_or_zero, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
+    p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
     p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
     p.add_argument("--clusters-out", metavar="OUT.parquet", help="write the per-cluster bills to Parquet")
@@ -293,13 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy: autoslo (the paper's Autoscaler with one change, its selector's headroom of 2, and μ = 32; add-best --trigger combined is the literal form), add-best/horizontal/vertical with --trigger, noop, snowflake-standard, snowflake-economy, rais")
     g.add_argument("--trigger", help="spinup trigger of add-best/horizontal/vertical: combined (default), observed, queue@N")
     g.add_argument("--tau", type=float, help="target violation rate τ (default 0.1)")
-    g.add_argument("--sizes", type=_sizes, help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
-    g.add_argument("--theta", type=_count(0), help="θ: observations before the trigger may fire (default 16)")
-    g.add_argument("--mu", type=_count(1), help="μ: completions per selector branch (default 32 for autoslo, 16 for the baselines)")
+    g.add_argument("--sizes", type=argtypes.sizes, help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
+    g.add_argument("--theta", type=argtypes.count(0), help="θ: observations before the trigger may fire (default 16)")
+    g.add_argument("--mu", type=argtypes.count(1), help="μ: completions per selector branch (default 32 for autoslo, 16 for the baselines)")
     g.add_argument("--window", type=float, help="observation window w in s (default 300)")
     g.add_argument("--t-idle", dest="t_idle", type=float, help="T_idle in s (default 600)")
     g.add_argument("--t-min-lifetime", dest="t_min_lifetime", type=float, help="T_min_lifetime in s (default 1200)")
-    g.add_argument("--max-clusters", dest="max_clusters", type=_count(1), help="never more active clusters than this (default 10)")
+    g.add_argument("--max-clusters", dest="max_clusters", type=argtypes.count(1), help="never more active clusters than this (default 10)")
     g.add_argument("--rais-level", dest="rais_level", choices=["cost", "balanced", "performance"], help="price-performance level of the rais policy (default balanced)")
     p.set_defaults(func=cmd_emulate)
 
@@ -309,14 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_workload)
 
     p = sub.add_parser("calibrate", help="compare the emulator with the real Redshift measurements", description="Compare the emulator's concurrency slowdowns and isolated runtimes with the real Redshift Serverless measurements.")
-    p.add_argument("--seed", type=int, default=0, help="check seed stream S: pools derive_seed(S, k) for k < --seeds (default 0)")
-    p.add_argument("--seeds", type=int, default=10, help="seeds pooled per emulated median (default 10)")
-    p.add_argument("--replications", type=int, default=20, help="repetitions of the measured isolated runs (default 20)")
+    p.add_argument("--seed", type=argtypes.count(0), default=0, help="check seed stream S: pools derive_seed(S, k) for k < --seeds (default 0)")
+    p.add_argument("--seeds", type=argtypes.count(1), default=10, help="seeds pooled per emulated median (default 10)")
+    p.add_argument("--replications", type=argtypes.count(1), default=20, help="repetitions of the measured isolated runs (default 20)")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.add_argument("--fit", action="store_true", help="fit the interference parameters instead (seeded; writes the parameter file the package ships)")
-    p.add_argument("--fit-seeds", dest="fit_seeds", type=int, default=30, help="with --fit: seeds of the fit stream pooled per evaluation (default 30)")
-    p.add_argument("--budget", type=int, default=2000, help="with --fit: loss evaluations per size (default 2000)")
-    p.add_argument("--search-seed", dest="search_seed", type=int, default=1, help="with --fit: seed of the search (default 1)")
+    p.add_argument("--fit-seeds", dest="fit_seeds", type=argtypes.count(1), default=30, help="with --fit: seeds of the fit stream pooled per evaluation (default 30)")
+    p.add_argument("--budget", type=argtypes.count(1), default=2000, help="with --fit: loss evaluations per size (default 2000)")
+    p.add_argument("--search-seed", dest="search_seed", type=argtypes.count(0), default=1, help="with --fit: seed of the search (default 1)")
     p.add_argument("--out", help="with --fit: where to write the parameters (default: the package's data/interference.csv)")
     p.set_defaults(func=cmd_calibrate)
 
@@ -331,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate a week of Redbench-like history, tune the next day's execution configuration with the Policy Tuner, emulate that day under it, untuned AutoSLO and the scaling users run today, and compare violation rate and cost, fleet-wide and per tenant × class.",
     )
     p.add_argument("--queries-per-day", type=float, default=20_000, help="weekday queries across tenants (default 20000)")
-    p.add_argument("--seed", type=int, default=1, help="seed (default 1)")
+    p.add_argument("--seed", type=argtypes.count(0), default=1, help="seed (default 1)")
     p.add_argument("--kappa", type=float, default=4.0, help="SLO multiplier κ (default 4)")
     p.add_argument("--json", action="store_true", help="print rows as JSON")
     p.add_argument("--plot", default="autoslo-demo.png", metavar="PNG", help="where to save the cost-vs-violations figure (default autoslo-demo.png)")
@@ -345,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
     rs = p.add_subparsers(dest="experiment", required=True)
     r = rs.add_parser("router", help="Table 2: round robin vs Stage + cost vs AutoSLO routing")
-    r.add_argument("--seed", type=int, nargs="+", default=[0], help="one seed, or several (results averaged per scenario over seeds)")
-    r.add_argument("--queries", type=int, help="truncate each workload to this many queries (quick runs)")
+    r.add_argument("--seed", type=argtypes.count(0), nargs="+", default=[0], help="one seed, or several (results averaged per scenario over seeds)")
+    r.add_argument("--queries", type=argtypes.count(1), help="truncate each workload to this many queries (quick runs)")
     r.add_argument("--policies", nargs="+", default=list(ROUTER_POLICIES), choices=[*_core.ROUTING_POLICIES, "algorithm1"])
     r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
     r.add_argument("--slo-headroom", dest="slo_headroom", type=float, default=_core.DEFAULT_SLO_HEADROOM, help="autoslo counts a violation when prediction × this > SLO (default %(default)s; 1 = Algorithm 1 literally)")
@@ -358,8 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("trigger", TRIGGER_METHODS, "Table 4: noop vs queue@32 vs observed vs combined triggers, and Snowflake and RAIS-like scaling"),
     ):
         r = rs.add_parser(name, help=helptext)
-        r.add_argument("--seed", type=int, nargs="+", default=[0], help="one seed, or several (results averaged per scenario over seeds)")
-        r.add_argument("--queries", type=int, help="truncate each workload to this many queries (quick runs)")
+        r.add_argument("--seed", type=argtypes.count(0), nargs="+", default=[0], help="one seed, or several (results averaged per scenario over seeds)")
+        r.add_argument("--queries", type=argtypes.count(1), help="truncate each workload to this many queries (quick runs)")
         r.add_argument("--methods", nargs="+", default=list(methods), choices=list(methods))
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
@@ -369,11 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("end-to-end", "Figure 6: AutoSLO tuned on 30 days vs 1x64, 2x32 round robin, RAIS-like and Snowflake scaling"),
     ):
         r = rs.add_parser(name, help=helptext)
-        r.add_argument("--seed", type=int, default=0, help="seed of the generated history and the tuner (default 0)")
+        r.add_argument("--seed", type=argtypes.count(0), default=0, help="seed of the generated history and the tuner (default 0)")
         r.add_argument("--queries-per-day", dest="queries_per_day", type=float, default=15_000, help="weekday queries of the generated history (default 15000)")
-        r.add_argument("--target-days", dest="target_days", type=int, nargs="+", help="day indices from 2024-04-01 to plan (default 30 65)")
+        r.add_argument("--target-days", dest="target_days", type=argtypes.count(1), nargs="+", help="day indices from 2024-04-01 to plan (default 30 65)")
         r.add_argument("--kappas", type=float, nargs="+", help="SLO multipliers (default 4 2)")
-        r.add_argument("--forecasts", type=int, help="forecasts per tuning (default 8)")
+        r.add_argument("--forecasts", type=argtypes.count(2), help="forecasts per tuning (default 8)")
         r.add_argument("--arrivals", choices=["deciles", "pattern"], help="the forecaster's arrival model (default: the product's, see docs/tuner.md)")
         r.add_argument("--tau-simulated", dest="tau_simulated", type=float, help="the violation-rate target the tuner holds simulations to (default τ)")
         r.add_argument(
@@ -386,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         if name == "tuner":
-            r.add_argument("--history", type=int, nargs="+", help="days of history to compare (default 0 1 7 30; 0 = no past data)")
+            r.add_argument("--history", type=argtypes.count(0), nargs="+", help="days of history to compare (default 0 1 7 30; 0 = no past data)")
         else:
             r.add_argument("--plot", metavar="FIG6.png", help="save the figure")
         r.set_defaults(func=cmd_reproduce_tuner, experiment_name=name)
@@ -394,23 +358,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_canopy)
     r = rs.add_parser("placement", help="the load-balancing chapter's Mercury fixture: count-balanced vs work-aware placement, remapping, a 3x slower worker (and a 3x slower cluster on the emulator)")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--emulator-seed", dest="emulator_seed", type=int, default=3, help="Redbench seed of the emulated slowdown (default 3; 2 was used to choose the ejection settings)")
+    r.add_argument("--seed", type=argtypes.count(0), default=0)
+    r.add_argument("--emulator-seed", dest="emulator_seed", type=argtypes.count(0), default=3, help="Redbench seed of the emulated slowdown (default 3; 2 was used to choose the ejection settings)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_placement)
     r = rs.add_parser("premium", help="on the emulator: the fleet meets its objective while a premium tenant misses it; tenant-aware policies beside a tenant-blind one")
-    r.add_argument("--seed", type=int, default=2, help="Redbench seed (default 2)")
+    r.add_argument("--seed", type=argtypes.count(0), default=2, help="Redbench seed (default 2)")
     r.add_argument("--premium", default="tenant-3", help="the premium tenant (default tenant-3)")
     r.add_argument("--tau", type=float, default=0.10, help="every population's violation-rate objective (default 0.10)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_premium)
     r = rs.add_parser("deferral", help="on the emulator: backfills deferred to the night, beside no queue and an 8-slot queue")
-    r.add_argument("--seed", type=int, nargs="+", default=[0, 2, 3], help="Redbench seeds (default 0 2 3; 1 chose the background slots)")
+    r.add_argument("--seed", type=argtypes.count(0), nargs="+", default=[0, 2, 3], help="Redbench seeds (default 0 2 3; 1 chose the background slots)")
     r.add_argument("--background-slots", dest="background_slots", type=int, default=1, help="deferred work runs on clusters holding fewer queries than this (default 1)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_deferral)
     r = rs.add_parser("all", help="Tables 2, 3 and 4, and the canopy and Mercury fixtures, at once: JSON, a figure per table (PNG) and a summary page")
-    r.add_argument("--seed", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
+    r.add_argument("--seed", type=argtypes.count(0), nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
     r.add_argument("--out", required=True, help="directory for the results (e.g. docs/results)")
     r.add_argument("--no-figures", dest="no_figures", action="store_true", help="skip the PNG figures (they need matplotlib)")
     r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")

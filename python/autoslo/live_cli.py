@@ -9,9 +9,10 @@ import signal
 import threading
 from typing import Any
 
+from autoslo import _core, argtypes
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable
 from autoslo.tables import fmt_table
-from autoslo.workloads import read_workload, write_table
+from autoslo.workloads import check_output, read_workload, write_table
 
 
 def cmd_local_prepare(args: argparse.Namespace) -> int:
@@ -39,19 +40,24 @@ def cmd_local_endpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_live(args: argparse.Namespace) -> int:
+    # What can be checked without a database or an endpoint is checked first.
+    if args.local and args.endpoint:
+        raise ValueError("give --endpoint or --local, not both")
+    if args.config and (args.clusters or args.autoscaler):
+        raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
+    for out in (args.trace, args.events_out):
+        check_output(out)
+    wl = read_workload(args.workload)
     if args.sql:
         with open(args.sql) as f:
             sql: Any = {int(k): v for k, v in json.load(f).items()}
     else:
         sql = LocalData.open(args.data or default_data_dir())
-    wl = read_workload(args.workload)
     if args.only_runnable:
         wl = runnable(wl, sql)
     ep = None
     endpoint = args.endpoint
     if args.local:
-        if endpoint:
-            raise ValueError("give --endpoint or --local, not both")
         data = sql if isinstance(sql, LocalData) else LocalData.open(args.data or default_data_dir())
         ep = LocalEndpoint(time_factor=args.time_factor, template=str(data.template))
         endpoint = ep.url
@@ -69,12 +75,9 @@ def cmd_live(args: argparse.Namespace) -> int:
     )
     try:
         if args.config:
-            if args.clusters or args.autoscaler:
-                raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
             result = live(wl, config=args.config, **kwargs)
         else:
-            clusters = [int(s) for s in (args.clusters or "16,16").split(",") if s.strip()]
-            result = live(wl, clusters, routing=args.routing, autoscaler=args.autoscaler, **kwargs)
+            result = live(wl, args.clusters or [16, 16], routing=args.routing, autoscaler=args.autoscaler, **kwargs)
     finally:
         if ep is not None:
             ep.close()
@@ -98,15 +101,15 @@ def register(sub: Any) -> None:
     ls = p.add_subparsers(dest="action", required=True)
     a = ls.add_parser("prepare", help="generate TPC-DS with DuckDB and load it into a PostgreSQL data directory the workgroups copy")
     a.add_argument("--data", metavar="DIR", help="where (default $AUTOSLO_LOCAL_DATA or ~/.cache/autoslo/local-tpcds-sf<scale>)")
-    a.add_argument("--scale", type=float, default=0.01, help="TPC-DS scale factor (default 0.01)")
-    a.add_argument("--query-timeout", dest="query_timeout", type=float, default=20.0, help="a query slower than this (s) is left out (default 20)")
+    a.add_argument("--scale", type=argtypes.positive, default=0.01, help="TPC-DS scale factor (default 0.01)")
+    a.add_argument("--query-timeout", dest="query_timeout", type=argtypes.positive, default=20.0, help="a query slower than this (s) is left out (default 20)")
     a.add_argument("--replace", action="store_true", help="rebuild an existing database")
     a.set_defaults(func=cmd_local_prepare)
     e = ls.add_parser("endpoint", help="serve the Redshift Serverless API on 127.0.0.1 until Ctrl-C")
-    e.add_argument("--port", type=int, default=4599, help="port (default 4599; 0 = any free port)")
+    e.add_argument("--port", type=argtypes.count(0), default=4599, help="port (default 4599; 0 = any free port)")
     e.add_argument("--data", metavar="DIR", help="the prepared database (default as for prepare)")
     e.add_argument("--empty", action="store_true", help="workgroups without the TPC-DS tables (fresh initdb)")
-    e.add_argument("--time-factor", dest="time_factor", type=float, default=0.01, help="multiplies the measured workgroup lifecycle times (default 0.01)")
+    e.add_argument("--time-factor", dest="time_factor", type=argtypes.positive, default=0.01, help="multiplies the measured workgroup lifecycle times (default 0.01)")
     e.set_defaults(func=cmd_local_endpoint)
 
     p = sub.add_parser(
@@ -118,22 +121,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--workload", required=True, metavar="FILE", help="workload Parquet (`autoslo workload` writes one)")
     p.add_argument("--config", metavar="YAML", help="an execution configuration (`autoslo tune` writes one): clusters, routing, autoscaler")
-    p.add_argument("--clusters", help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
-    p.add_argument("--routing", default="autoslo", help="routing policy (default autoslo; baselines by name)")
-    p.add_argument("--autoscaler", help="scaling policy by name (default: none, or --config's)")
+    p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
+    p.add_argument("--routing", default="autoslo", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; baselines by name)")
+    p.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy by name (default: none, or --config's)")
     p.add_argument("--endpoint", metavar="URL", help="Redshift Serverless endpoint URL (default: the AWS SDK's)")
     p.add_argument("--local", action="store_true", help="start a local endpoint in this process for the run")
-    p.add_argument("--time-factor", dest="time_factor", type=float, default=0.01, help="with --local: lifecycle time factor (default 0.01)")
+    p.add_argument("--time-factor", dest="time_factor", type=argtypes.positive, default=0.01, help="with --local: lifecycle time factor (default 0.01)")
     p.add_argument("--data", metavar="DIR", help="the prepared local database, whose TPC-DS query texts run (default as for `local prepare`)")
     p.add_argument("--sql", metavar="JSON", help="SQL per template instead: {\"1\": \"SELECT ...\", ...}")
     p.add_argument("--only-runnable", dest="only_runnable", action="store_true", help="drop the workload's queries whose template has no SQL")
-    p.add_argument("--time-scale", dest="time_scale", type=float, default=1.0, help="workload seconds per real second (default 1)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="per-query timeout in workload seconds (default 3600; 0 = none)")
-    p.add_argument("--tick", type=float, default=10.0, help="autoscaler period in workload seconds (default 10)")
-    p.add_argument("--spinup", type=float, default=300.0, help="spinup delay the router assumes, workload seconds (default 300)")
+    p.add_argument("--time-scale", dest="time_scale", type=argtypes.positive, default=1.0, help="workload seconds per real second (default 1)")
+    p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in workload seconds (default 3600; 0 = none)")
+    p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in workload seconds (default 10)")
+    p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router assumes, workload seconds (default 300)")
     p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
-    p.add_argument("--pool-size", dest="pool_size", type=int, default=8, help="connections per cluster (default 8)")
-    p.add_argument("--create-timeout", dest="create_timeout", type=float, default=900.0, help="real seconds a workgroup may take to become available (default 900)")
+    p.add_argument("--pool-size", dest="pool_size", type=argtypes.count(1), default=8, help="connections per cluster (default 8)")
+    p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="real seconds a workgroup may take to become available (default 900)")
     p.add_argument("--trace", metavar="FILE", help="write the trace (the emulator's format, plus attempts, client_s, error) to Parquet")
     p.add_argument("--events-out", dest="events_out", metavar="FILE", help="write the cluster events to Parquet")
     p.add_argument("--progress", action="store_true", help="show a progress bar")

@@ -67,6 +67,8 @@ def reproduce_router(
     seeds = [seed] if isinstance(seed, int) else list(seed)
     if not seeds:
         raise ValueError("give at least one seed")
+    if queries is not None and queries < 1:
+        raise ValueError(f"queries truncates each workload to that many queries: give at least 1, got {queries}")
     predictor = predictor_for(any(p in NEEDS_PREDICTOR or p == LITERAL for p in policies), predictor)
     raw = predictor.without_arrival_correction() if predictor is not None and LITERAL in policies else None
     rows = []
@@ -160,6 +162,8 @@ def _autoscaler_table(
     seeds = [seed] if isinstance(seed, int) else list(seed)
     if not seeds:
         raise ValueError("give at least one seed")
+    if queries is not None and queries < 1:
+        raise ValueError(f"queries truncates each workload to that many queries: give at least 1, got {queries}")
     known = SPINUP_SIZE_METHODS if table == "spinup-size" else TRIGGER_METHODS
     unknown = [m for m in methods if m not in known]
     if unknown or "noop" not in methods:

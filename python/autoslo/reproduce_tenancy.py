@@ -33,7 +33,12 @@ def premium_tenant(seed: int = 2, premium: str = "tenant-3", tau: float = 0.10) 
     tenant-blind one (the same 8 RPU cluster added for everyone), and reports each run's fleet
     and per-tenant violation rates, cost, and whether the premium tenant and every other meet
     ``tau``."""
+    if not 0 <= tau <= 1:
+        raise ValueError(f"τ is a violation rate in [0, 1], got {tau}")
     wl = redbench_workload(days=1, seed=seed, queries_per_day=6000, tenants=4, kappa=3)
+    tenants = sorted(set(wl["tenant"].to_pylist()))
+    if premium not in tenants:
+        raise ValueError(f"no tenant {premium!r} in the workload (its tenants: {', '.join(tenants)})")
     runs: dict[str, tuple[list[int], dict[str, Any]]] = {
         "as is (2 x 16 RPU)": ([16, 16], {}),
         "premium first in the queue (4 slots)": ([16, 16], {"queue": AdmissionQueue(slots_per_cluster=4, shares={premium: Share(reservation=100.0)})}),

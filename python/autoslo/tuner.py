@@ -350,7 +350,9 @@ class Reservoir:
         return c, a
 
     def history(self, before: dt.date | str, days: int | None = None) -> list[dt.date]:
-        """The stored days before ``before``: all, or the last ``days`` calendar days."""
+        """The stored days before ``before``: all, or the last ``days`` calendar days (0: none)."""
+        if days is not None and days < 0:
+            raise ValueError(f"days of history must be ≥ 0 (or None for all), got {days}")
         b = day_number(before)
         return [d for d in self.days() if day_number(d) < b and (days is None or b - day_number(d) <= days)]
 

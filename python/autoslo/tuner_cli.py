@@ -12,6 +12,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import yaml
 
+from autoslo import argtypes
 from autoslo.bundled import load
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
@@ -117,7 +118,7 @@ def register(sub: Any) -> None:
     a.add_argument("--log", required=True, metavar="FILE", help="query log or workload (.parquet or .csv); `autoslo workload` writes one")
     a.add_argument("--start-date", dest="start_date", metavar="YYYY-MM-DD", help="calendar date of second 0, when arrivals are seconds")
     a.add_argument("--replace", action="store_true", help="replace the stored days the log covers (re-ingesting a day is idempotent)")
-    a.add_argument("--max-arrivals-per-hour", dest="max_arrivals_per_hour", type=int, default=2000, help="arrival offsets kept per hour (default 2000)")
+    a.add_argument("--max-arrivals-per-hour", dest="max_arrivals_per_hour", type=argtypes.count(2), default=2000, help="arrival offsets kept per hour (default 2000)")
     a.set_defaults(func=cmd_reservoir_add)
     s = rs.add_parser("show", help="list the stored days")
     s.add_argument("--reservoir", required=True, metavar="DIR")
@@ -133,10 +134,10 @@ def register(sub: Any) -> None:
     p.add_argument("--day", required=True, metavar="YYYY-MM-DD", help="the day to plan")
     p.add_argument("--tau", type=float, default=0.1, help="target violation rate τ (default 0.1)")
     p.add_argument("--out", required=True, metavar="CONFIG.yaml")
-    p.add_argument("--history-days", dest="history_days", type=int, help="use only the last N days before DAY (default: all)")
-    p.add_argument("--kappa", type=float, default=2.0, help="SLO = κ × per-template baseline for the forecast queries (default 2)")
-    p.add_argument("--forecasts", type=int, help="forecasts N (default 20, 60 %% for training)")
-    p.add_argument("--seed", type=int, help="seed of the forecasts and the search (default 0)")
+    p.add_argument("--history-days", dest="history_days", type=argtypes.count(0), help="use only the last N days before DAY (default: all; 0 = no past data, the untuned configuration)")
+    p.add_argument("--kappa", type=argtypes.positive, default=2.0, help="SLO = κ × per-template baseline for the forecast queries (default 2)")
+    p.add_argument("--forecasts", type=argtypes.count(2), help="forecasts N (default 20, 60 %% for training)")
+    p.add_argument("--seed", type=argtypes.count(0), help="seed of the forecasts and the search (default 0)")
     p.add_argument("--settings", metavar="FILE.yaml", help="tuner settings (any field of autoslo.tuner.TunerSettings)")
     p.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
     p.add_argument("--backend", choices=("rayon", "ray"), default="rayon", help="where SimulateBatch runs: this machine's cores (rayon, default) or a Ray cluster (pip install 'autoslo[ray]')")

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autoslo import argtypes
 from autoslo import predictor as P
 from autoslo.workloads import read_table
 
@@ -136,19 +137,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     d = ps.add_parser("data", help="emulate the paper's training traces to Parquet")
     d.add_argument("--out", required=True, help="output directory")
-    d.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="seeds; the last two are validation and test")
-    d.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
+    d.add_argument("--seeds", type=argtypes.count(0), nargs="+", default=[0, 1, 2, 3], help="seeds; the last two are validation and test")
+    d.add_argument("--sizes", type=argtypes.count(1), nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
     d.add_argument("--redbench", action="store_true", help="also Redbench-like windows on each size (multi-tenant traffic with heavy backfills; see docs/predictor.md)")
     d.set_defaults(func=cmd_data)
 
     def hyper(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--epochs", type=int)
-        q.add_argument("--hidden", type=int)
-        q.add_argument("--embedding", type=int)
-        q.add_argument("--batch-size", dest="batch_size", type=int)
-        q.add_argument("--max-train-samples", dest="max_train_samples", type=int, help="cap samples per epoch (quick runs)")
-        q.add_argument("--seed", type=int)
-        q.add_argument("--threads", type=int, help="torch CPU threads (default 2)")
+        q.add_argument("--epochs", type=argtypes.count(1))
+        q.add_argument("--hidden", type=argtypes.count(1))
+        q.add_argument("--embedding", type=argtypes.count(1))
+        q.add_argument("--batch-size", dest="batch_size", type=argtypes.count(1))
+        q.add_argument("--max-train-samples", dest="max_train_samples", type=argtypes.count(1), help="cap samples per epoch (quick runs)")
+        q.add_argument("--seed", type=argtypes.count(0))
+        q.add_argument("--threads", type=argtypes.count(1), help="torch CPU threads (default 2)")
 
     t = ps.add_parser("train", help="train Stage and an Iconq+ variant; export TorchScript + metadata")
     t.add_argument("--traces", required=True, help="directory written by `autoslo predictor data`")
@@ -168,8 +169,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = ps.add_parser("arrival", help="fit the at-arrival correction of trained models (replaying the training traces)")
     a.add_argument("--traces", required=True, help="the `predictor data` directory the models were trained on")
     a.add_argument("--models", nargs="+", help="model directories (default: the bundled variants)")
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--seed", type=argtypes.count(0), default=0)
+    a.add_argument("--threads", type=argtypes.count(1), default=2)
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_arrival)
 

@@ -74,7 +74,7 @@ impl RouterOptions {
 /// A router by name. `autoslo`, `stage-cost` and `least-work` need a predictor.
 pub fn router_by_name(name: &str, predictor: Option<&Predictor>, opts: RouterOptions) -> Result<Box<dyn Router>> {
     let opts = opts.validated()?;
-    let need = || predictor.cloned().ok_or_else(|| AutoSloError::InvalidConfig(format!("routing policy `{name}` needs a latency predictor")));
+    let need = || predictor.cloned().ok_or_else(|| AutoSloError::InvalidConfig(format!("routing policy `{name}` needs a latency predictor (from Python: `import autoslo.predictor`, then `predictor=autoslo.predictor.load()` for the bundled Iconq+)")));
     match name {
         "round-robin" => Ok(Box::new(RoundRobin::default())),
         "autoslo" => Ok(Box::new(AutoSloRouter::new(need()?, opts.billing).with_slo_headroom(opts.slo_headroom)?.with_search(opts.search))),

@@ -364,5 +364,8 @@ impl<'a> WorkloadSimulator<'a> {
 
 /// Simulate a whole workload with the predictor as the warehouse.
 pub fn simulate(predictor: &Predictor, workload: &Workload, initial: &[u32], router: &mut dyn Router, scaler: &mut dyn Scaler, cfg: SimulatorConfig) -> Result<Trace> {
+    if initial.is_empty() && scaler.tick_interval().is_none() {
+        return Err(AutoSloError::InvalidConfig("no clusters: give at least one initial cluster size".into()));
+    }
     WorkloadSimulator::new(predictor, workload, initial, cfg)?.finish(router, scaler)
 }

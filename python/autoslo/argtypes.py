@@ -1,0 +1,57 @@
+"""Argument types shared by the ``autoslo`` subcommands: each parses one value or refuses it with
+a message naming what was expected, before the command does any work."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def sizes(text: str) -> list[int]:
+    """Cluster sizes in RPU, comma-separated: ``16,32``."""
+    try:
+        out = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"cluster sizes must be comma-separated integers (RPU), got {text!r}") from e
+    if not out or any(s <= 0 for s in out):
+        raise argparse.ArgumentTypeError(f"need at least one positive cluster size, got {text!r}")
+    return out
+
+
+def count(least: int) -> Callable[[str], int]:
+    """A whole number ≥ ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"need a whole number, got {text!r}") from e
+        if n < least:
+            raise argparse.ArgumentTypeError(f"need a whole number ≥ {least}, got {n}")
+        return n
+
+    return parse
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"need a number, got {text!r}") from e
+
+
+def seconds_or_zero(text: str) -> float:
+    """A finite time in s, ≥ 0 (where 0 means "none")."""
+    v = _number(text)
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"need a finite time ≥ 0 s, got {text!r}")
+    return v
+
+
+def positive(text: str) -> float:
+    """A finite number > 0 (a time, a factor)."""
+    v = _number(text)
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"need a finite number > 0, got {text!r}")
+    return v
