@@ -34,6 +34,38 @@ def test_autoslo_spins_up_and_records_why(overloaded) -> None:
     assert sum(scaled.trace["cost"].to_pylist()) == pytest.approx(scaled.cost)
 
 
+@pytest.mark.parametrize("engine", [emulate, simulate])
+def test_every_decision_is_reported_with_the_options_it_compared(overloaded, engine) -> None:  # type: ignore[no-untyped-def]
+    forced = AutoscalerConfig(policy="add-best", trigger="never", force_at=600.0, teardown=False, sizes=(8, 16, 32))
+    r = engine(overloaded, [8], seed=3, autoscaler=forced)
+    d = r.decisions.to_pylist()
+    # One forced decision: the selector's branches for do-nothing and each eligible size.
+    assert sorted((row["option_size"] or 0) for row in d) == [0, 8, 16, 32]
+    assert {row["cause"] for row in d} == {"forced"} and len({row["time"] for row in d}) == 1 and 600.0 <= d[0]["time"] < 660.0
+    assert all(0 <= row["predicted_violation_rate"] <= 1 and row["predicted_cost"] >= 0 and row["observations"] > 0 for row in d)
+    chosen = [row for row in d if row["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["option_size"] == chosen[0]["spun_up_size"]
+    spinups = [e["size"] for e in r.events.to_pylist() if e["event"] == "spinup"]
+    assert spinups == ([chosen[0]["spun_up_size"]] if chosen[0]["spun_up_size"] else [])
+    # The choice is BestWithTarget's: no option both meets τ and is cheaper, or has fewer violations when none meets it.
+    best = chosen[0]
+    if best["predicted_violation_rate"] <= forced.tau:
+        assert not [o for o in d if o["predicted_violation_rate"] <= forced.tau and o["predicted_cost"] < best["predicted_cost"] - 1e-9]
+    else:
+        assert min(o["predicted_violation_rate"] for o in d) == best["predicted_violation_rate"]
+
+
+def test_triggered_decisions_carry_the_trigger_s_reading(overloaded) -> None:
+    r = emulate(overloaded, [8], seed=3, autoscaler=AutoscalerConfig(sizes=(8, 16, 32)))
+    d = r.decisions.to_pylist()
+    assert d and {row["cause"] for row in d} == {"trigger"}
+    assert all(row["trigger_violation_rate"] > 0.1 and row["trigger_running"] + row["trigger_completed"] >= 16 for row in d)
+    spun = sorted(row["spun_up_size"] for row in d if row["chosen"] and row["spun_up_size"])
+    assert spun == sorted(e["size"] for e in r.events.to_pylist() if e["event"] == "spinup")
+    fixed = emulate(overloaded, [8], seed=3)
+    assert fixed.decisions.num_rows == 0 and fixed.decisions.schema == r.decisions.schema
+
+
 @pytest.mark.parametrize("policy", ["snowflake-standard", "snowflake-economy", "rais", "noop"])
 def test_baseline_scalers_run_by_name(overloaded, policy: str) -> None:
     r = emulate(overloaded, [8], routing="least-work", seed=3, autoscaler=policy)

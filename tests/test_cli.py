@@ -142,6 +142,9 @@ def test_paths_that_are_wrong_are_named_before_any_work(capsys: pytest.CaptureFi
     code, err = _main(capsys, "reservoir", "show", "--reservoir", str(missing))
     assert code == 2 and "no Workload Reservoir" in err
     assert not missing.exists() and not (tmp_path / "c.yaml").exists()
+    decisions = tmp_path / "decisions.parquet"
+    code, err = _main(capsys, "emulate", "--clusters", "8", "--rate", "0.2", "--seed", "3", "--autoscaler", "autoslo", "--sizes", "8,16", "--decisions-out", str(decisions), "--json")
+    assert code == 0 and autoslo.read_table(decisions).column_names[:2] == ["time", "cause"] and autoslo.read_table(decisions).num_rows > 0, err
     # Outputs into a directory that does not exist yet are written, as the configuration file is.
     out = tmp_path / "new" / "trace.parquet"
     code, err = _main(capsys, "emulate", "--clusters", "16", "--rate", "0.05", "--trace", str(out), "--json")

@@ -111,6 +111,23 @@ def test_bad_emulation_input_is_a_clear_error(kwargs: dict, message: str) -> Non
         autoslo.emulate(wl, [16], **kwargs)
 
 
+def test_the_tables_of_two_runs_concatenate() -> None:
+    """Every run's tables have one schema, whether or not this run has nulls (a rejected query has
+    no start, a fixed warehouse no teardown): traces of several runs can be stacked."""
+    import pyarrow as pa
+
+    from autoslo.tenancy import DeadlineAdmission
+
+    wl = autoslo.base_workload(0.2, seed=4, kappa=2)
+    a = autoslo.emulate(wl, [16])
+    b = autoslo.emulate(wl, [8], admission=DeadlineAdmission(), autoscaler=autoslo.AutoscalerConfig(sizes=(8, 16)))
+    assert a.trace["start"].null_count == 0 < b.trace["start"].null_count
+    assert a.decisions.num_rows == 0 < b.decisions.num_rows
+    for name in ("trace", "clusters", "events", "decisions"):
+        both = pa.concat_tables([getattr(a, name), getattr(b, name)])
+        assert both.num_rows == getattr(a, name).num_rows + getattr(b, name).num_rows
+
+
 def test_no_clusters_is_an_error() -> None:
     with pytest.raises(autoslo.AutoSloCoreError, match="no clusters: give at least one"):
         autoslo.emulate(autoslo.base_workload(0.2), [])

@@ -113,8 +113,9 @@ def emulate(
     degradations: Sequence[tuple[int, float, float, float]] | None = None,
     queue: tuple[int, int, float, float, tuple[Sequence[tuple[str, float, float]], tuple[float, float], float, bool] | None, tuple[Sequence[str], float, float, int] | None] | None = None,
     budgets: tuple[Mapping[str, float], float] | None = None,
-) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events).
+) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
+    """Emulate a workload; returns (per-query trace, per-cluster bills, cluster events, the
+    scaler's decisions: one row per option compared).
     ``autoscaler`` is a spec with keys from ``AUTOSCALER_SETTINGS``, ``schedule`` fixed actions,
     ``config`` an execution configuration (JSON) carrying both; give at most one of autoscaler
     and config (a schedule and an autoscaler together run side by side)."""
@@ -324,8 +325,9 @@ def simulate(
     slo_headroom: float = 1.5,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
-) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The Workload Simulator: completions from the predictor; returns (trace, clusters, events)."""
+) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
+    """The Workload Simulator: completions from the predictor; returns (trace, clusters, events,
+    decisions)."""
 
 def validate_execution_config(text: str) -> str:
     """Parse and validate an execution configuration (JSON; unknown fields rejected); returns it

@@ -92,7 +92,7 @@ def _autoscaler(args: argparse.Namespace) -> AutoscalerConfig | None:
 
 
 def cmd_emulate(args: argparse.Namespace) -> int:
-    for out in (args.trace, args.clusters_out, args.events_out):
+    for out in (args.trace, args.clusters_out, args.events_out, args.decisions_out):
         check_output(out)
     wl = _workload(args)
     admission = DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None
@@ -118,6 +118,8 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         write_table(result.clusters, args.clusters_out)
     if args.events_out:
         write_table(result.events, args.events_out)
+    if args.decisions_out and result.decisions is not None:
+        write_table(result.decisions, args.decisions_out)
     summary = result.summary()
     if args.json:
         print(json.dumps({**summary, "chargeback": result.chargeback().to_pylist(), "cluster_events": result.events.to_pylist()}))
@@ -249,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")
     p.add_argument("--clusters-out", metavar="OUT.parquet", help="write the per-cluster bills to Parquet")
     p.add_argument("--events-out", metavar="OUT.parquet", help="write the cluster events (spinups, teardowns, with reasons) to Parquet")
+    p.add_argument("--decisions-out", metavar="OUT.parquet", help="write the autoscaler's decisions to Parquet: one row per option it compared, with its predicted violation rate and cost")
     p.add_argument("--admission", choices=("none", "deadline"), default="none", help="admission at the router boundary: none (default), or deadline (reject, before any work, queries whose Stage estimate exceeds their SLO on the largest cluster)")
     p.add_argument("--admission-margin", dest="admission_margin", type=float, default=1.0, help="with --admission deadline: reject only when the estimate exceeds SLO x this (default 1)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

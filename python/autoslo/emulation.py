@@ -34,6 +34,16 @@ class EmulationResult:
     #: Every change of the cluster set: time, cluster_id, size, event (spinup, ready, teardown,
     #: gone) and reason (initial, spinup-trigger, forced, idle, replaced, snowflake-start, …).
     events: pa.Table
+    #: Why the cluster set changed, or did not: every decision of the paper's Autoscaler and its
+    #: baselines (``autoslo``, ``add-best``, ``horizontal``, ``vertical``), one row per option
+    #: it compared. ``time``, ``cause`` (``trigger``, ``forced``), the trigger's
+    #: ``trigger_running`` / ``trigger_completed`` / ``trigger_violation_rate`` when it fired,
+    #: ``option_size`` (null: do nothing), the Spinup Size Selector's ``predicted_violation_rate``,
+    #: ``predicted_cost`` ($, Σ ClusterCostUntilDrained) and ``observations`` for that option,
+    #: ``chosen``, and ``spun_up_size`` (null: nothing). Empty for policies that compare no options
+    #: (fixed clusters, Snowflake, RAIS-like); ``None`` where the engine does not record them
+    #: (live runs: see ``control_log``).
+    decisions: pa.Table | None
 
     @property
     def queries(self) -> int:
@@ -185,7 +195,7 @@ def simulate(
     """
     predictor = predictor_for(True, predictor)  # the simulator's completions come from it
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
-    trace, cluster_table, events = _core.simulate(
+    trace, cluster_table, events, decisions = _core.simulate(
         workload,
         clusters,
         predictor,
@@ -201,7 +211,7 @@ def simulate(
         autoscaler=as_spec(autoscaler),
         config=cfg,
     )
-    return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events)
+    return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events, decisions=decisions)
 
 
 def emulate(
@@ -262,7 +272,7 @@ def emulate(
     spec = as_spec(autoscaler)
     callback, close = progress_bar(progress, "emulating", "query")
     try:
-        trace, cluster_table, events = _core.emulate(
+        trace, cluster_table, events, decisions = _core.emulate(
             workload,
             clusters,
             seed=seed,
@@ -292,7 +302,7 @@ def emulate(
         )
     finally:
         close()
-    return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events)
+    return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events, decisions=decisions)
 
 
 def _with_config(

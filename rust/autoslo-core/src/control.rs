@@ -5,6 +5,7 @@
 //! the fixed policies the foundation needs: [`RoundRobin`] routing, a [`StaticScaler`] (no-op) and
 //! a [`ScheduledScaler`] that spins clusters up and down at fixed times.
 
+use crate::autoscaler::Decision;
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::error::{AutoSloError, Result};
 use crate::router::AutoSloRouter;
@@ -81,6 +82,11 @@ pub trait Scaler: Send {
     /// that becomes visible.
     fn take_failures(&mut self) -> Vec<(f64, String)> {
         Vec::new()
+    }
+    /// Every decision the scaler took so far, in time order, with the options it compared (the
+    /// Spinup Size Selector's branches), for the caller to report (default: none recorded).
+    fn decisions(&self) -> &[Decision] {
+        &[]
     }
     /// The policy's name.
     fn name(&self) -> &str;
@@ -235,6 +241,9 @@ impl Scaler for PlannedScaler {
     }
     fn take_failures(&mut self) -> Vec<(f64, String)> {
         self.inner.take_failures()
+    }
+    fn decisions(&self) -> &[Decision] {
+        self.inner.decisions()
     }
     fn tick_interval(&self) -> Option<f64> {
         match (self.schedule.tick_interval(), self.inner.tick_interval()) {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt32Builder};
 use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
+use autoslo_core::autoscaler::{Branch, Decision};
 use autoslo_core::catalog;
 use autoslo_core::trace::Trace;
 use autoslo_core::workload::{Workload, WorkloadColumns};
@@ -13,8 +14,10 @@ use pyo3_arrow::PyTable;
 
 use crate::AutoSloCoreError;
 
+/// A table of `columns`. Every field is declared nullable, whether or not this run has a null in
+/// it, so that every run's table has the same schema (tables of two runs concatenate).
 fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<PyTable> {
-    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), a.null_count() > 0)).collect();
+    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
     let schema = Arc::new(Schema::new(fields));
     let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|c| c.1).collect()).map_err(|e| AutoSloCoreError::new_err(e.to_string()))?;
     PyTable::try_new(vec![batch], schema)
@@ -156,6 +159,53 @@ pub fn events_table(t: &Trace) -> PyResult<PyTable> {
         ("event", strs(ev.iter().map(|e| e.kind))),
         ("reason", strs(ev.iter().map(|e| e.reason))),
     ])
+}
+
+/// The scaler's decisions, one row per option it compared (the Spinup Size Selector's branches,
+/// `option_size` null for do-nothing), or one row for a decision that compared none (`horizontal`,
+/// or no room under `max_clusters`): time, cause (`trigger`, `forced`), the trigger's counts and
+/// violation rate when it fired, the option's predicted violation rate, cost (Σ
+/// ClusterCostUntilDrained, $) and observations, whether it was chosen, and the size spun up.
+pub fn decisions_table(decisions: &[Decision]) -> PyResult<PyTable> {
+    let (mut time, mut cause, mut running, mut completed, mut trig_vr) = (Float64Builder::new(), StringBuilder::new(), Int64Builder::new(), Int64Builder::new(), Float64Builder::new());
+    let (mut option, mut vr, mut cost, mut obs, mut chosen, mut size) = (Int64Builder::new(), Float64Builder::new(), Float64Builder::new(), Int64Builder::new(), BooleanBuilder::new(), Int64Builder::new());
+    for d in decisions {
+        let branches = d.selection.as_ref().map_or(&[][..], |s| &s.branches[..]);
+        let rows: Vec<Option<&Branch>> = if branches.is_empty() { vec![None] } else { branches.iter().map(Some).collect() };
+        for b in rows {
+            time.append_value(d.time);
+            cause.append_value(d.cause);
+            running.append_option(d.check.map(|c| c.running as i64));
+            completed.append_option(d.check.map(|c| c.completed as i64));
+            trig_vr.append_option(d.check.map(|c| c.violation_rate));
+            option.append_option(b.map_or(d.size, |b| b.size).map(i64::from));
+            vr.append_option(b.map(|b| b.violation_rate));
+            cost.append_option(b.map(|b| b.cost));
+            obs.append_option(b.map(|b| b.observations as i64));
+            chosen.append_value(b.is_none_or(|b| b.size == d.size));
+            size.append_option(d.size.map(i64::from));
+        }
+    }
+    table(vec![
+        ("time", Arc::new(time.finish())),
+        ("cause", Arc::new(cause.finish())),
+        ("trigger_running", Arc::new(running.finish())),
+        ("trigger_completed", Arc::new(completed.finish())),
+        ("trigger_violation_rate", Arc::new(trig_vr.finish())),
+        ("option_size", Arc::new(option.finish())),
+        ("predicted_violation_rate", Arc::new(vr.finish())),
+        ("predicted_cost", Arc::new(cost.finish())),
+        ("observations", Arc::new(obs.finish())),
+        ("chosen", Arc::new(chosen.finish())),
+        ("spun_up_size", Arc::new(size.finish())),
+    ])
+}
+
+/// A run's tables with the scaler's decisions: (query table, cluster table, cluster-events table,
+/// decisions table).
+pub fn run_out(py: Python<'_>, w: &Workload, t: &Trace, decisions: &[Decision]) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    let (rows, clusters, events) = trace_out(py, w, t)?;
+    Ok((rows, clusters, events, decisions_table(decisions)?.into_pyarrow(py)?.unbind()))
 }
 
 /// A trace as Python objects: (query table, cluster table, cluster-events table).

@@ -220,7 +220,7 @@ fn emulate(
     degradations: Option<Vec<(u32, f64, f64, f64)>>,
     queue: Option<(usize, usize, f64, f64, Option<QueueSharing>, Option<(Vec<String>, f64, f64, usize)>)>,
     budgets: Option<(BTreeMap<String, f64>, f64)>,
-) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
     let lifecycle = lifecycle_of(lifecycle, spinup_s, teardown_s)?;
     let cfg = EmulatorConfig {
@@ -307,7 +307,7 @@ fn emulate(
             trace.extra_events.push(autoslo_core::trace::ClusterEvent { time: t + seconds, cluster: c as u32, size: size(c), kind: "reentered", reason: "ejection-ended" });
         }
     }
-    convert::trace_out(py, &w, &trace)
+    convert::run_out(py, &w, &trace, scaler.decisions())
 }
 
 /// The admission queue's sharing as Python passes it: shares `(tenant, reservation, weight)`,

@@ -104,14 +104,14 @@ pub fn simulate(
     slo_headroom: f64,
     autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
     config: Option<&str>,
-) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = crate::with_slo_policy(workload_in(workload, None, None, None, None)?, config)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s, cold_start: None };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     let trace = py.detach(|| simulator::simulate(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg)).map_err(err)?;
-    convert::trace_out(py, &w, &trace)
+    convert::run_out(py, &w, &trace, scaler.decisions())
 }
 
 /// The live control plane: the Query Router on the request path, the autoscaler on a background

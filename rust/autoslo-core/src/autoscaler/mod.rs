@@ -351,6 +351,9 @@ impl Scaler for Autoscaler {
     fn take_failures(&mut self) -> Vec<(f64, String)> {
         std::mem::take(&mut self.failures)
     }
+    fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
     fn check(&self, router: &dyn Router) -> Result<()> {
         if matches!(self.scaling, Scaling::AddBest | Scaling::Vertical) && router.as_autoslo().is_none() {
             return Err(AutoSloError::InvalidConfig(format!(

@@ -122,10 +122,22 @@ fn autoslo_scales_an_overloaded_warehouse_in_the_emulator_and_the_simulator() {
     assert!(vr(&auto) < vr(&noop), "autoslo {} vs noop {}", vr(&auto), vr(&noop));
     // The same policy object runs in the Workload Simulator.
     let mut router = AutoSloRouter::new(p.clone(), BillingPolicy::default());
-    let mut s = scaler_by_name("autoslo", None, params.clone(), &ScalerOptions::default()).unwrap();
+    let s = scaler_by_name("autoslo", None, params.clone(), &ScalerOptions::default()).unwrap();
+    // Wrapped with a (empty) schedule, as an execution configuration runs it: its decisions still show.
+    let mut s: Box<dyn Scaler> = Box::new(crate::control::PlannedScaler::new(crate::control::ScheduledScaler::new(Vec::new(), 1.0).unwrap(), s));
     let sim = simulate(&p, &w, &[8], &mut router, s.as_mut(), SimulatorConfig::default()).unwrap();
     routed_once(&sim, w.len());
     assert!(sim.clusters.len() > 1);
+    // Every spinup is a decision's choice, and each selector decision lists do-nothing and every size.
+    let chosen: Vec<u32> = s.decisions().iter().filter_map(|d| d.size).collect();
+    assert_eq!(chosen.len(), sim.clusters.len() - 1, "{:?}", s.decisions());
+    for d in s.decisions() {
+        let sel = d.selection.as_ref().expect("the selector compared options");
+        let mut options: Vec<Option<u32>> = sel.branches.iter().map(|b| b.size).collect();
+        options.sort();
+        assert_eq!(options, vec![None, Some(8), Some(16), Some(32)]);
+        assert_eq!(d.cause, "trigger");
+    }
     // The selector needs the autoslo router.
     let mut s = scaler_by_name("add-best", Some("observed"), params.clone(), &ScalerOptions::default()).unwrap();
     let e = emulate(&w, &[8], &mut RoundRobin::default(), s.as_mut(), &cfg).unwrap_err();

@@ -110,6 +110,9 @@ impl Scaler for EjectionCover {
     fn take_failures(&mut self) -> Vec<(f64, String)> {
         self.inner.take_failures()
     }
+    fn decisions(&self) -> &[crate::autoscaler::Decision] {
+        self.inner.decisions()
+    }
     fn tick_interval(&self) -> Option<f64> {
         self.inner.tick_interval()
     }
