@@ -140,6 +140,13 @@ def test_control_plane_routes_concurrently_while_it_scales(tick_s: float, pause_
     spinups = [e for e in events if e["event"] == "spinup"]
     assert spinups and spinups[0]["reason"] == "spinup-trigger" and spinups[0]["size"] in (16, 32), events
     assert not [e for e in events if e["event"] == "skipped"], events
+    # The decision behind it, with the options compared (copied out right after the pass that made it).
+    deadline = time.time() + 10
+    while not (chosen := [d for d in cp.decisions().to_pylist() if d["chosen"] and d["spun_up_size"]]) and time.time() < deadline:
+        time.sleep(0.01)
+    assert chosen and chosen[0]["spun_up_size"] == spinups[0]["size"] and chosen[0]["cause"] == "trigger"
+    options = [d["option_size"] for d in cp.decisions().to_pylist() if d["time"] == chosen[0]["time"]]
+    assert sorted(o or 0 for o in options) == [0, 16, 32]
     while len([c for c in cp.clusters() if c[3]]) < 2 and time.time() < deadline:
         time.sleep(0.01)
     # The new cluster became ready (after the scaled spinup delay) and takes queries.

@@ -103,6 +103,7 @@ def test_a_live_run_on_two_local_clusters_with_a_forced_scale_up(tpcds: LocalDat
     assert r.workgroups == [(0, "up-0"), (1, "up-1"), (2, "up-2")]
     assert sum(r.chargeback()["cost_micro_usd"].to_pylist()) == sum(r.clusters["cost_micro_usd"].to_pylist()) > 0
     assert r.summary()["failed"] == 0 and r.retried == 0 and not r.interrupted
+    assert r.decisions.num_rows == 0 and "option_size" in r.decisions.column_names, "a scheduled spinup is no autoscaler decision"
 
 
 def test_a_server_killed_during_a_run_loses_no_query(tpcds: LocalData) -> None:

@@ -260,6 +260,9 @@ class ControlPlane:
         """A routed query finished now."""
     def clusters(self) -> list[tuple[int, int, int, bool]]:
         """(id, size, running queries, ready) of the clusters queries may go to."""
+    def decisions(self) -> pa.Table:
+        """The scaler's decisions so far, one row per option compared (``EmulationResult.decisions``
+        describes the columns), as of the autoscaler thread's last pass."""
     def events(self) -> list[dict[str, object]]:
         """Every change of the cluster set so far, as dicts (time, cluster_id, size, event, reason).
 
@@ -530,7 +533,7 @@ def live(
     progress: Callable[[int, int], object] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table, dict[str, object]]:
     """A live run (see ``autoslo.live.live``): (trace, clusters, events, extras with attempts,
-    client_s, errors, workgroups, control_log, interrupted)."""
+    client_s, errors, workgroups, control_log, decisions, interrupted)."""
 
 def prepare_local_template(dest: str, ddl: str, tables: Sequence[tuple[str, str]], queries: Sequence[tuple[int, str]], query_timeout_s: float = 20.0) -> list[tuple[int, bool, float | None, str | None]]:
     """Make the local workgroups' template data directory: schema, CSV loads, ANALYZE, and each

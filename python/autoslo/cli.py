@@ -118,7 +118,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         write_table(result.clusters, args.clusters_out)
     if args.events_out:
         write_table(result.events, args.events_out)
-    if args.decisions_out and result.decisions is not None:
+    if args.decisions_out:
         write_table(result.decisions, args.decisions_out)
     summary = result.summary()
     if args.json:

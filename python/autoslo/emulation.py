@@ -40,10 +40,10 @@ class EmulationResult:
     #: ``trigger_running`` / ``trigger_completed`` / ``trigger_violation_rate`` when it fired,
     #: ``option_size`` (null: do nothing), the Spinup Size Selector's ``predicted_violation_rate``,
     #: ``predicted_cost`` ($, Σ ClusterCostUntilDrained) and ``observations`` for that option,
-    #: ``chosen``, and ``spun_up_size`` (null: nothing). Empty for policies that compare no options
-    #: (fixed clusters, Snowflake, RAIS-like); ``None`` where the engine does not record them
-    #: (live runs: see ``control_log``).
-    decisions: pa.Table | None
+    #: ``chosen``, and ``spun_up_size`` (null: nothing). Empty for policies that decide otherwise
+    #: (fixed clusters, Snowflake, RAIS-like). The emulator, the simulator and live runs all
+    #: record it (live: also ``ControlPlane.decisions()`` while running).
+    decisions: pa.Table
 
     @property
     def queries(self) -> int:

@@ -262,7 +262,7 @@ def live(
         trace=trace,
         clusters=cluster_table,
         events=events,
-        decisions=None,
+        decisions=extras["decisions"],
         workgroups=[(int(c), str(n)) for c, n in extras["workgroups"]],
         control_log=list(extras["control_log"]),
         interrupted=bool(extras["interrupted"]),

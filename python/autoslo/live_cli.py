@@ -45,7 +45,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         raise ValueError("give --endpoint or --local, not both")
     if args.config and (args.clusters or args.autoscaler):
         raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
-    for out in (args.trace, args.events_out):
+    for out in (args.trace, args.events_out, args.decisions_out):
         check_output(out)
     wl = read_workload(args.workload)
     if args.sql:
@@ -85,6 +85,8 @@ def cmd_live(args: argparse.Namespace) -> int:
         write_table(result.trace, args.trace)
     if args.events_out:
         write_table(result.events, args.events_out)
+    if args.decisions_out:
+        write_table(result.decisions, args.decisions_out)
     summary = {**result.summary(), "retried": result.retried, "interrupted": result.interrupted}
     if args.json:
         print(json.dumps({**summary, "cluster_events": result.events.to_pylist(), "workgroups": result.workgroups}))
@@ -139,6 +141,7 @@ def register(sub: Any) -> None:
     p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="real seconds a workgroup may take to become available (default 900)")
     p.add_argument("--trace", metavar="FILE", help="write the trace (the emulator's format, plus attempts, client_s, error) to Parquet")
     p.add_argument("--events-out", dest="events_out", metavar="FILE", help="write the cluster events to Parquet")
+    p.add_argument("--decisions-out", dest="decisions_out", metavar="FILE", help="write the autoscaler's decisions (one row per option compared) to Parquet")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_live)

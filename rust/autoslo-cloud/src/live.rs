@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use autoslo_core::autoscaler::Decision;
 use autoslo_core::billing::{BillingPolicy, BillingTimer};
 use autoslo_core::cluster::ClusterId;
 use autoslo_core::control::{Router, Scaler};
@@ -280,6 +281,8 @@ pub struct LiveRun {
     pub errors: Vec<Option<String>>,
     /// The control plane's log (spinups, teardowns, failures, skipped decisions).
     pub events: Vec<LiveEvent>,
+    /// The scaler's decisions, with the options it compared.
+    pub decisions: Vec<Decision>,
     /// The workgroup behind each cluster.
     pub workgroups: Vec<(ClusterId, String)>,
 }
@@ -593,6 +596,7 @@ pub fn run_live(
         let mut cp = ctx.cp;
         cp.stop();
         let events = cp.events();
+        let decisions = cp.decisions();
         drop(cp);
 
         // Delete what is left, after anything still draining or being created.
@@ -607,7 +611,9 @@ pub fn run_live(
             .await;
         }
         let finished = clock.now();
-        Ok(assemble(workload, done, &fleet, &events, sizes.len(), end, finished, &settings))
+        let mut run = assemble(workload, done, &fleet, &events, sizes.len(), end, finished, &settings);
+        run.decisions = decisions;
+        Ok(run)
     })
 }
 
@@ -696,5 +702,5 @@ fn assemble(workload: &Workload, done: Vec<Done>, fleet: &Fleet, events: &[LiveE
     drop(slots);
     attribute_cost_by_work(&mut rows, &clusters);
     debug_assert_eq!(rows.len(), workload.len());
-    LiveRun { trace: Trace { rows, clusters, extra_events: extra }, attempts, client_s, errors, events: events.to_vec(), workgroups }
+    LiveRun { trace: Trace { rows, clusters, extra_events: extra }, attempts, client_s, errors, events: events.to_vec(), decisions: Vec::new(), workgroups }
 }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::autoscaler::Decision;
 use crate::catalog::QueryText;
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, RoundRobin, Router, Scaler};
@@ -99,6 +100,8 @@ struct Shared {
     router: Mutex<LiveRouter>,
     pending: Mutex<Vec<Pending>>,
     log: Mutex<Vec<LiveEvent>>,
+    /// The scaler's decisions so far, copied out of the autoscaler thread after each pass.
+    decisions: Mutex<Vec<Decision>>,
     stop: AtomicBool,
     start: Instant,
     time_scale: f64,
@@ -134,6 +137,7 @@ impl ControlPlane {
             router: Mutex::new(LiveRouter::new(router, sizes)?),
             pending: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
+            decisions: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             start: Instant::now(),
             time_scale,
@@ -149,6 +153,14 @@ impl ControlPlane {
                     if let Err(e) = scale_once(&s, scaler.as_mut(), manager.as_mut(), &mut ready) {
                         if let Ok(mut log) = s.log.lock() {
                             log.push(LiveEvent { time: s.now(), cluster: None, size: 0, kind: "skipped", cause: "skipped", reason: e.to_string() });
+                        }
+                    }
+                    // The scaler only appends to its decisions: copy the new ones out.
+                    if let Ok(mut out) = s.decisions.lock() {
+                        let all = scaler.decisions();
+                        if all.len() > out.len() {
+                            let seen = out.len();
+                            out.extend_from_slice(&all[seen..]);
                         }
                     }
                 }
@@ -215,6 +227,12 @@ impl ControlPlane {
     /// Every spinup and teardown so far (and decisions skipped because the snapshot was stale).
     pub fn events(&self) -> Vec<LiveEvent> {
         self.shared.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Every decision the scaler took so far, with the options it compared (as the engines'
+    /// [`Scaler::decisions`]); up to date as of the autoscaler thread's last pass.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.shared.decisions.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
     /// Stop the autoscaler thread (routing keeps working on the current clusters).

@@ -290,6 +290,7 @@ pub fn live(
     extras.set_item("workgroups", run.workgroups)?;
     let log: Vec<(f64, Option<u32>, u32, &str, String)> = run.events.iter().map(|e| (e.time, e.cluster, e.size, e.kind, e.reason.clone())).collect();
     extras.set_item("control_log", log)?;
+    extras.set_item("decisions", convert::decisions_table(&run.decisions)?.into_pyarrow(py)?)?;
     extras.set_item("interrupted", interrupted)?;
     Ok((trace, clusters, events, extras.into_any().unbind()))
 }

@@ -168,6 +168,12 @@ impl PyControlPlane {
         self.inner.clusters().map_err(err)
     }
 
+    /// The scaler's decisions so far, one row per option compared (the table
+    /// `EmulationResult.decisions` describes); as of the autoscaler thread's last pass.
+    fn decisions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(convert::decisions_table(&self.inner.decisions())?.into_pyarrow(py)?.unbind())
+    }
+
     /// Every change of the cluster set so far (spinup, teardown, failed, skipped): dicts with
     /// time, cluster_id, size, event and reason.
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
