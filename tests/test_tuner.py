@@ -164,6 +164,12 @@ def test_emulate_runs_a_configuration_with_its_schedule() -> None:
     assert s.summary()["clusters"] == 2
 
 
+@pytest.mark.parametrize(("field", "value"), [("eta", -1), ("forecasts", 2.5), ("seed", -3), ("top_k", True), ("delinquent_k", -2)])
+def test_tuner_settings_name_a_bad_count(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=f"tuner setting `{field}` must be a whole number ≥ 0"):
+        T.TunerSettings(**{field: value})
+
+
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
     day = START + dt.timedelta(days=8)

@@ -471,6 +471,13 @@ class TunerSettings:
     top_k: int = 3
     space: dict[str, list[Any]] | None = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Counts: named here, so a bad one is reported by name (the core checks every other range).
+        for name in ("forecasts", "seed", "eta", "phi", "budget", "top_k", "delinquent_k"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"tuner setting `{name}` must be a whole number ≥ 0, got {v!r}")
+
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial
         sets (``initial_clusters`` and any the Configuration Tuner's ``space`` offers), the
