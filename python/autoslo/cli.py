@@ -134,6 +134,10 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         if changes:
             print()
             print(fmt_table(changes, ["time", "cluster_id", "size", "event", "reason"]))
+        chosen = [d for d in result.decisions.to_pylist() if d["chosen"]]
+        if chosen:
+            spun = sum(1 for d in chosen if d["spun_up_size"])
+            print(f"\nautoscaler decisions: {len(chosen)} ({spun} spun up, {len(chosen) - spun} did nothing); --decisions-out F.parquet keeps the options each compared")
     return 0
 
 
