@@ -78,7 +78,8 @@ def validate_workload(table: pa.Table, kappa: float | None = None) -> pa.Table:
 def write_table(table: pa.Table, path: str | PathLike[str]) -> None:
     """Write a workload or trace table to Parquet (a local path's missing directories are created)."""
     if "://" not in str(path):
-        Path(check_output(path)).parent.mkdir(parents=True, exist_ok=True)
+        check_output(path)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
 
 
