@@ -31,18 +31,19 @@ from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.tuner import ExecutionConfig
 
 
-_SELECTOR_POLICIES = ("autoslo", "add-best", "vertical")
-_TRIGGERED_POLICIES = ("autoslo", "add-best", "horizontal", "vertical")
-_SNOWFLAKE_POLICIES = ("snowflake-standard", "snowflake-economy")
+#: The policies that run the Spinup Size Selector, those with a spinup trigger, and Snowflake's.
+SELECTOR_POLICIES = ("autoslo", "add-best", "vertical")
+TRIGGERED_POLICIES = ("autoslo", "add-best", "horizontal", "vertical")
+SNOWFLAKE_POLICIES = ("snowflake-standard", "snowflake-economy")
 
 # The settings whose default is "unset", and the policies that read them: giving one to another
 # policy is a mistake (it would be ignored), so it is refused.
 _POLICY_SETTINGS: dict[str, tuple[str, ...]] = {
-    "mu": _SELECTOR_POLICIES,
-    "selector_headroom": _SELECTOR_POLICIES,
-    "selector_counts_backlog": _SELECTOR_POLICIES,
-    "tau_trigger": _TRIGGERED_POLICIES,
-    "warehouse_size": _SNOWFLAKE_POLICIES,
+    "mu": SELECTOR_POLICIES,
+    "selector_headroom": SELECTOR_POLICIES,
+    "selector_counts_backlog": SELECTOR_POLICIES,
+    "tau_trigger": TRIGGERED_POLICIES,
+    "warehouse_size": SNOWFLAKE_POLICIES,
 }
 
 

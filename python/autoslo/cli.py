@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from autoslo import _core, argtypes
-from autoslo.autoscaler import AutoscalerConfig
+from autoslo.autoscaler import SELECTOR_POLICIES, SNOWFLAKE_POLICIES, TRIGGERED_POLICIES, AutoscalerConfig
 from autoslo.emulation import calibrate, emulate
 from autoslo.bundled import load
 from autoslo.demo import run_demo
@@ -50,22 +50,19 @@ def _workload(args: argparse.Namespace) -> pa.Table:
     return base_workload(args.rate, seed=args.seed, kappa=args.kappa)
 
 
-_TRIGGERED = ("autoslo", "add-best", "horizontal", "vertical")
-_SELECTOR = ("autoslo", "add-best", "vertical")
-
 # The autoscaling options of `autoslo emulate`: the AutoscalerConfig field each sets, and the
 # policies that read it. An option the chosen policy would ignore is refused, and so is any of them
 # without --autoscaler.
 _SCALING_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "trigger": ("trigger", ("autoslo", "add-best", "horizontal", "vertical")),
-    "tau": ("tau", _TRIGGERED),
-    "sizes": ("sizes", (*_SELECTOR, "rais")),
-    "theta": ("theta", _TRIGGERED),
-    "mu": ("mu", _SELECTOR),
-    "window": ("window_s", _TRIGGERED),
-    "t_idle": ("t_idle_s", _TRIGGERED),
-    "t_min_lifetime": ("t_min_lifetime_s", _TRIGGERED),
-    "max_clusters": ("max_clusters", (*_TRIGGERED, "snowflake-standard", "snowflake-economy", "rais")),
+    "trigger": ("trigger", TRIGGERED_POLICIES),
+    "tau": ("tau", TRIGGERED_POLICIES),
+    "sizes": ("sizes", (*SELECTOR_POLICIES, "rais")),
+    "theta": ("theta", TRIGGERED_POLICIES),
+    "mu": ("mu", SELECTOR_POLICIES),
+    "window": ("window_s", TRIGGERED_POLICIES),
+    "t_idle": ("t_idle_s", TRIGGERED_POLICIES),
+    "t_min_lifetime": ("t_min_lifetime_s", TRIGGERED_POLICIES),
+    "max_clusters": ("max_clusters", (*TRIGGERED_POLICIES, *SNOWFLAKE_POLICIES, "rais")),
     "rais_level": ("rais_level", ("rais",)),
 }
 

@@ -83,12 +83,11 @@ def write_table(table: pa.Table, path: str | PathLike[str]) -> None:
     pq.write_table(table, path)
 
 
-def check_output(path: str | PathLike[str] | None) -> str | PathLike[str] | None:
-    """``path`` if a file can be written there: refuses an existing directory, so a command checks
-    its outputs before a long run instead of failing after it."""
+def check_output(path: str | PathLike[str] | None) -> None:
+    """Refuse an output ``path`` that is an existing directory, so a command checks its outputs
+    before a long run instead of failing after it (``None``: no output)."""
     if path is not None and Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory: give a file name to write")
-    return path
 
 
 def read_table(path: str | PathLike[str]) -> pa.Table:

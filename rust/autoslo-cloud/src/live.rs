@@ -611,9 +611,7 @@ pub fn run_live(
             .await;
         }
         let finished = clock.now();
-        let mut run = assemble(workload, done, &fleet, &events, sizes.len(), end, finished, &settings);
-        run.decisions = decisions;
-        Ok(run)
+        Ok(assemble(workload, done, &fleet, &events, decisions, sizes.len(), end, finished, &settings))
     })
 }
 
@@ -637,7 +635,7 @@ where
 /// The trace: rows in workload order, each cluster's record and bill (billing timer over the
 /// statements it ran), cost attributed by work.
 #[allow(clippy::too_many_arguments)]
-fn assemble(workload: &Workload, done: Vec<Done>, fleet: &Fleet, events: &[LiveEvent], initial: usize, end: f64, finished: f64, settings: &LiveSettings) -> LiveRun {
+fn assemble(workload: &Workload, done: Vec<Done>, fleet: &Fleet, events: &[LiveEvent], decisions: Vec<Decision>, initial: usize, end: f64, finished: f64, settings: &LiveSettings) -> LiveRun {
     let mut rows: Vec<TraceRow> = Vec::with_capacity(done.len());
     let (mut attempts, mut client_s, mut errors) = (Vec::new(), Vec::new(), Vec::new());
     for d in done {
@@ -702,5 +700,5 @@ fn assemble(workload: &Workload, done: Vec<Done>, fleet: &Fleet, events: &[LiveE
     drop(slots);
     attribute_cost_by_work(&mut rows, &clusters);
     debug_assert_eq!(rows.len(), workload.len());
-    LiveRun { trace: Trace { rows, clusters, extra_events: extra }, attempts, client_s, errors, events: events.to_vec(), decisions: Vec::new(), workgroups }
+    LiveRun { trace: Trace { rows, clusters, extra_events: extra }, attempts, client_s, errors, events: events.to_vec(), decisions, workgroups }
 }

@@ -157,11 +157,8 @@ impl ControlPlane {
                     }
                     // The scaler only appends to its decisions: copy the new ones out.
                     if let Ok(mut out) = s.decisions.lock() {
-                        let all = scaler.decisions();
-                        if all.len() > out.len() {
-                            let seen = out.len();
-                            out.extend_from_slice(&all[seen..]);
-                        }
+                        let seen = out.len();
+                        out.extend_from_slice(scaler.decisions().get(seen..).unwrap_or_default());
                     }
                 }
             })
