@@ -1,10 +1,15 @@
-"""Type annotations of the Rust extension ``autoslo._core`` (bindings of ``autoslo-core``)."""
+"""Type annotations of the Rust extension ``autoslo._core`` (bindings of ``autoslo-core``).
 
-from typing import Callable, Mapping, Sequence
+Checked against the built extension by ``tests/test_typing.py`` (mypy's stubtest). A default
+written ``...`` is one the extension computes: ``timeout_s`` is 3600 s and ``slo_headroom`` is
+``DEFAULT_SLO_HEADROOM``."""
+
+from typing import Any, Callable, Mapping, Sequence, final
 
 import numpy as np
 import pyarrow as pa
 
+__all__: list[str]
 __version__: str
 ROUTING_POLICIES: list[str]
 ROUTER_SEARCHES: list[str]
@@ -38,7 +43,7 @@ def isolated_runtime(template: int, instance: int, rpu: int) -> float:
 def catalog_table() -> pa.Table:
     """The measured isolated-runtime catalog, one row per (template, instance, rpu)."""
 
-def catalog_fit_report() -> dict[str, object]:
+def catalog_fit_report() -> dict[str, Any]:
     """Q-error of the size-scaling law on the measured points (in sample and leave-one-size-out)."""
 
 def slo_for(
@@ -92,7 +97,7 @@ def emulate(
     seed: int = 0,
     routing: str = "round-robin",
     kappa: float | None = None,
-    timeout_s: float | None = 3600.0,
+    timeout_s: float | None = ...,
     lifecycle: str = "fixed",
     spinup_s: float = 300.0,
     teardown_s: float = 200.0,
@@ -104,7 +109,7 @@ def emulate(
     schedule: Sequence[tuple[float, str, int]] | None = None,
     progress: Callable[[int, int], bool | None] | None = None,
     predictor: Predictor | None = None,
-    slo_headroom: float = 1.5,
+    slo_headroom: float = ...,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
     reservation: tuple[Sequence[str], Sequence[str] | None, Sequence[int], bool] | None = None,
@@ -120,7 +125,7 @@ def emulate(
     ``config`` an execution configuration (JSON) carrying both; give at most one of autoscaler
     and config (a schedule and an autoscaler together run side by side)."""
 
-def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:
+def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, Any]:
     """Compare the emulator with the real Redshift measurements on check seed stream ``seed``
     (``seeds`` seeds pooled): overlap bins, timed-out fraction and share of >= 64 overlaps,
     isolated means, run-to-run noise, and ``passed``. Raises ValueError for the fit's seed stream."""
@@ -138,10 +143,11 @@ def calibrate_fit(
 def billed_seconds(intervals: Sequence[tuple[float, float]], minimum_s: float = 60.0) -> float:
     """Billed seconds of busy intervals under the §2 billing timer."""
 
+@final
 class BillingTimer:
     """The incremental §2 billing timer of one cluster."""
 
-    def __init__(self, minimum_s: float = 60.0) -> None: ...
+    def __new__(cls, minimum_s: float = 60.0) -> BillingTimer: ...
     def on_arrival(self, now: float) -> None: ...
     def on_idle(self, now: float) -> None: ...
     def billed_seconds_at(self, now: float) -> float: ...
@@ -170,6 +176,7 @@ def stage_estimates(stage_path: str, template: Sequence[int], instance: Sequence
 def interaction_feature_names() -> list[str]:
     """Names of the interaction feature vector's components, in order."""
 
+@final
 class Counterfactual:
     """The effect of adding a query to a cluster, not yet committed."""
 
@@ -180,6 +187,7 @@ class Counterfactual:
     def updated(self) -> list[tuple[int, float]]:
         """(query id, updated prediction s) of the running queries."""
 
+@final
 class ClusterPredictor:
     """Incremental Iconq+ state of one cluster."""
 
@@ -199,10 +207,11 @@ class ClusterPredictor:
         """An independent copy (a simulation branch)."""
     def __len__(self) -> int: ...
 
+@final
 class Predictor:
     """A loaded model directory (model.pt + stage.json + meta.json), verified against libtorch on load."""
 
-    def __init__(self, path: str, backend: str = "native") -> None: ...
+    def __new__(cls, path: str, backend: str = "native") -> Predictor: ...
     @property
     def meta(self) -> dict[str, object]: ...
     @property
@@ -230,6 +239,7 @@ class Predictor:
 
 # --- Query Router and Workload Simulator ---------------------------------------------------------
 
+@final
 class ControlPlane:
     """The live control plane: the Query Router on the request path, the autoscaler (``autoscaler``
     spec, keys from ``AUTOSCALER_SETTINGS``) on a background thread every ``tick_s`` of
@@ -237,8 +247,8 @@ class ControlPlane:
     clock is seconds since start × ``time_scale``. Thread-safe; routing releases the GIL and never
     waits for a scaling decision."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         clusters: Sequence[int],
         predictor: Predictor | None = None,
         routing: str = "autoslo",
@@ -251,9 +261,9 @@ class ControlPlane:
         seed: int = 0,
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
-        slo_headroom: float = 1.5,
+        slo_headroom: float = ...,
         config: str | None = None,
-    ) -> None: ...
+    ) -> ControlPlane: ...
     def route(self, query_id: int, template: int, instance: int, slo: float) -> int:
         """Route a query arriving now; returns the cluster id."""
     def complete(self, query_id: int, timed_out: bool = False) -> None:
@@ -272,6 +282,7 @@ class ControlPlane:
     def now(self) -> float:
         """The control plane's clock (s)."""
 
+@final
 class Router:
     """A Query Router used live (thread-safe; routing releases the GIL).
 
@@ -285,17 +296,17 @@ class Router:
     picks per decision. All three choose the same cluster.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         policy: str,
         clusters: Sequence[int],
         predictor: Predictor | None = None,
         seed: int = 0,
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
-        slo_headroom: float = 1.5,
+        slo_headroom: float = ...,
         search: str = "auto",
-    ) -> None: ...
+    ) -> Router: ...
     @property
     def policy(self) -> str: ...
     def route(
@@ -319,13 +330,13 @@ def simulate(
     predictor: Predictor,
     routing: str = "autoslo",
     seed: int = 0,
-    timeout_s: float | None = 3600.0,
+    timeout_s: float | None = ...,
     spinup_s: float = 300.0,
     teardown_s: float = 200.0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     schedule: Sequence[tuple[float, str, int]] | None = None,
-    slo_headroom: float = 1.5,
+    slo_headroom: float = ...,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
@@ -364,14 +375,14 @@ def simulate_batch(
     workloads: Sequence[pa.Table],
     predictor: Predictor,
     keep_logs: bool = False,
-    timeout_s: float | None = 3600.0,
+    timeout_s: float | None = ...,
     spinup_s: float = 300.0,
     teardown_s: float = 200.0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     progress: Callable[[int, int], bool | None] | None = None,
     backend: object | None = None,
-) -> list[list[dict[str, object]]]:
+) -> list[list[dict[str, Any]]]:
     """SimulateBatch: R[i][j] for configuration i (JSON) on workload j, in parallel. ``progress``
     is called with (done, total) every 100 ms; returning False or Ctrl-C stops the batch.
     ``backend``: ``None`` (rayon, this machine's cores) or an object with the protocol of
@@ -386,7 +397,7 @@ def simulate_pairs(
     predictor: Predictor,
     threads: int | None = None,
     keep_logs: bool = False,
-    timeout_s: float | None = 3600.0,
+    timeout_s: float | None = ...,
     spinup_s: float = 300.0,
     teardown_s: float = 200.0,
     price_per_rpu_hour: float = 0.375,
@@ -410,14 +421,14 @@ def tune(
     predictor: Predictor,
     spec: str = "{}",
     kappa: float = 2.0,
-    timeout_s: float | None = 3600.0,
+    timeout_s: float | None = ...,
     spinup_s: float = 300.0,
     teardown_s: float = 200.0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     progress: Callable[[int, int], bool | None] | None = None,
     backend: object | None = None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The Policy Tuner end to end (forecast, ScheduleSpinups, Configuration Tuner): a dict with
     ``config`` (JSON) and the report (``backend`` names where SimulateBatch ran; see
     :func:`simulate_batch`)."""
@@ -460,13 +471,14 @@ class WaitTimeoutError(CloudServiceError):
 class EndpointUnreachableError(CloudServiceError):
     """Redshift Serverless (or the local endpoint) could not be reached."""
 
+@final
 class LocalEndpoint:
     """A Redshift Serverless endpoint on 127.0.0.1 (AWS JSON 1.1, signed requests) whose workgroups
     are PostgreSQL servers, copies of ``template`` (a prepared data directory) or fresh ones.
     Lifecycle times are the measured Redshift Serverless ones × ``time_factor``. A context manager;
     ``close()`` stops every server."""
 
-    def __init__(self, port: int = 0, time_factor: float = 0.01, template: str | None = None, root: str | None = None, seed: int = 0) -> None: ...
+    def __new__(cls, port: int = 0, time_factor: float = 0.01, template: str | None = None, root: str | None = None, seed: int = 0) -> LocalEndpoint: ...
     @property
     def url(self) -> str:
         """``http://127.0.0.1:<port>``."""
@@ -484,15 +496,16 @@ class LocalEndpoint:
         """(name, status, base capacity, endpoint port) of every workgroup."""
     def close(self) -> None: ...
     def __enter__(self) -> LocalEndpoint: ...
-    def __exit__(self, *exc: object) -> bool: ...
+    def __exit__(self, _t: object, _v: object, _tb: object) -> bool: ...
 
+@final
 class ClusterManager:
     """Redshift Serverless workgroups through the AWS SDK (credentials and region from the standard
     chain; ``endpoint`` or ``AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS`` for another endpoint). One
     cluster is workgroup ``<name>`` in namespace ``<name>-ns``; names are idempotent; throttling is
     retried with backoff up to ``max_attempts``."""
 
-    def __init__(self, endpoint: str | None = None, region: str | None = None, max_attempts: int = 6) -> None: ...
+    def __new__(cls, endpoint: str | None = None, region: str | None = None, max_attempts: int = 6) -> ClusterManager: ...
     def create_cluster(self, name: str, rpu: int | None = None, price_performance: int | None = None, timeout_s: float = 900.0) -> dict[str, object]:
         """Create (or find) the cluster and wait until AVAILABLE; a dict of name, namespace, status,
         base_capacity, address, port."""
@@ -513,7 +526,7 @@ def live(
     endpoint: str | None = None,
     region: str | None = None,
     time_scale: float = 1.0,
-    timeout_s: float | None = 3600.0,
+    timeout_s: float | None = ...,
     pool_size: int = 8,
     create_timeout_s: float = 900.0,
     initial_timeout_s: float | None = None,
@@ -529,9 +542,9 @@ def live(
     seed: int = 0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
-    slo_headroom: float = 1.5,
+    slo_headroom: float = ...,
     progress: Callable[[int, int], object] | None = None,
-) -> tuple[pa.Table, pa.Table, pa.Table, dict[str, object]]:
+) -> tuple[pa.Table, pa.Table, pa.Table, dict[str, Any]]:
     """A live run (see ``autoslo.live.live``): (trace, clusters, events, extras with attempts,
     client_s, errors, workgroups, control_log, decisions, interrupted)."""
 

@@ -250,7 +250,8 @@ def daily_tuning_dag(
             except ViolationRateAboveTarget as e:
                 raise AirflowFailException(str(e)) from e
 
-        tuned = tune_next_day(ingest_log())
-        alert_above_target(publish_config(tuned, validate_held_out(tuned)))
+        # Airflow's TaskFlow passes each task's XComArg where the function takes its value.
+        tuned = tune_next_day(ingest_log())  # type: ignore[arg-type]
+        alert_above_target(publish_config(tuned, validate_held_out(tuned)))  # type: ignore[arg-type]
 
     return autoslo_daily_tuning()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Literal, overload
 
 from autoslo._core import Predictor
 
@@ -35,6 +36,10 @@ def load(path: str | Path | None = None, backend: str = "native") -> Predictor:
 NEEDS_PREDICTOR = ("autoslo", "autoslo-latency", "stage-cost", "least-work")
 
 
+@overload
+def predictor_for(needed: Literal[True], predictor: Predictor | None) -> Predictor: ...
+@overload
+def predictor_for(needed: bool, predictor: Predictor | None) -> Predictor | None: ...
 def predictor_for(needed: bool, predictor: Predictor | None) -> Predictor | None:
     """``predictor``, or the bundled Iconq+ if it is ``None`` and one is ``needed``."""
     if predictor is None and needed:

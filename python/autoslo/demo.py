@@ -17,6 +17,7 @@ import importlib.util
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -52,7 +53,7 @@ def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0,
         ("AutoSLO router, fixed 2 x 32", [32, 32], None, "autoslo", None),
         *[(name, clusters, None, routing, autoscaler) for name, clusters, routing, autoscaler in figure6_baselines()],
     ]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, clusters, cfg, routing, autoscaler in tqdm(runs, desc="emulating the day", unit="config"):
         if cfg is not None:
             r = emulate(actual, config=cfg, seed=seed, predictor=predictor)
@@ -73,13 +74,13 @@ def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0,
     print(f"{day.isoformat()} ({day.strftime('%A')}): {actual.num_rows} queries, 4 tenants, SLO = {kappa:g} x baseline, target violation rate τ = {exp.tau}")
     print(f"Planned from {report['history_days']} days of history: {config}\n")
     print(fmt_table(rows, ["method", "violation_rate", "cost", "clusters", "spinups"]))
-    groups = [{"method": r["method"], **g} for r in rows for g in r["per_tenant_class"]]
+    groups: list[dict[str, Any]] = [{"method": r["method"], **g} for r in rows for g in r["per_tenant_class"]]
     worst = sorted(groups, key=lambda g: -g["violation_rate"])[:5]
     print("\nWorst tenant x class populations (attributed cost sums to the billed cost):")
     print(fmt_table(worst, ["method", "tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
-    mine = [g for g in groups if g["method"] == rows[0]["method"]]
+    mine = sorted((g for g in groups if g["method"] == rows[0]["method"]), key=lambda g: -g["violation_rate"])
     print("\nUnder the tuned configuration, per tenant x class (worst first):")
-    print(fmt_table(sorted(mine, key=lambda g: -g["violation_rate"]), ["tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
+    print(fmt_table(mine, ["tenant", "class", "queries", "violation_rate", "latency_p95", "cost"]))
     if plot:
         print(f"\nfigure: {plot}")
     elif note:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -335,7 +336,7 @@ def _with_extras(trace: pa.Table, workload: pa.Table, config_json: str | None) -
     return trace
 
 
-def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, object]:
+def calibrate(seed: int = 0, seeds: int = 10, isolated_replications: int = 20) -> dict[str, Any]:
     """Hold the emulator against the real Redshift measurements (see ``autoslo calibrate``).
 
     ``seed`` names the check seed stream (``seeds`` seeds are pooled per emulated median); it must

@@ -96,7 +96,7 @@ def reproduce_router(
                     }
                 )
     settings = {"slo_headroom": slo_headroom, "arrival_correction": bool(predictor is not None and predictor.has_arrival_correction)}
-    out = {"seed": seeds[0] if len(seeds) == 1 else seeds, "queries_per_workload": queries, "settings": settings, "rows": rows}
+    out: dict[str, Any] = {"seed": seeds[0] if len(seeds) == 1 else seeds, "queries_per_workload": queries, "settings": settings, "rows": rows}
     out["mean_change_vs_round_robin"] = _mean_changes(rows, policies, scenarios)
     if len(seeds) > 1:
         out["per_seed"] = {s: _mean_changes([r for r in rows if r["seed"] == s], policies, scenarios) for s in seeds}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
-def fmt_table(rows: list[dict[str, object]], columns: Sequence[str]) -> str:
+def fmt_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str]) -> str:
     """Rows of dicts as an aligned text table with the given columns (floats to 4 significant places)."""
 
     def cell(v: object) -> str:

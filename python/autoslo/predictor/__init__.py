@@ -18,6 +18,7 @@ Training from scratch (what ``autoslo predictor data/train`` do)::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 
-def train(*args, **kwargs):  # type: ignore[no-untyped-def]
+def train(*args: Any, **kwargs: Any) -> Any:
     """Train one variant in PyTorch and export it (see :func:`autoslo.predictor.training.train`)."""
     from autoslo.predictor.training import train as _train
 

@@ -143,7 +143,8 @@ def load(directory: str | Path) -> TraceSet:
     empty = [k for k, v in parts.items() if not v]
     if empty:
         raise ValueError(f"{mpath}: no files for split(s) {empty}")
-    return TraceSet(*(pa.concat_tables(parts[k]) for k in ("train", "val", "test")), manifest=manifest)
+    train, val, test = (pa.concat_tables(parts[k]) for k in ("train", "val", "test"))
+    return TraceSet(train, val, test, manifest=manifest)
 
 
 def table_sha256(t: pa.Table) -> str:

@@ -42,8 +42,10 @@ class IconqPlus(nn.Module):
         The same arithmetic as nn.LSTM (gate order i, f, g, o), written out because PyTorch's packed
         LSTM backward is very slow on CPU; the input projection is one matmul for all steps.
         """
-        gx = torch.matmul(e, lstm.weight_ih_l0.t()) + lstm.bias_ih_l0 + lstm.bias_hh_l0
-        w = lstm.weight_hh_l0.t()
+        # torch's stubs type a module's attributes as Tensor | Module (this method is TorchScript,
+        # so no cast): nn.LSTM's parameters are tensors.
+        gx = torch.matmul(e, lstm.weight_ih_l0.t()) + lstm.bias_ih_l0 + lstm.bias_hh_l0  # type: ignore[operator]
+        w = lstm.weight_hh_l0.t()  # type: ignore[operator]
         # unbind, not gx[:, t]: indexing's backward would materialise a full-size gradient per step (O(T²)).
         steps = gx.unbind(1)
         masks = (lengths.unsqueeze(1) > torch.arange(e.shape[1]).unsqueeze(0)).unsqueeze(2).unbind(1)

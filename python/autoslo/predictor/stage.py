@@ -14,6 +14,7 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -78,7 +79,7 @@ def isolated_executions(trace: pa.Table | None) -> tuple[np.ndarray, np.ndarray,
     return np.array(t), np.array(i), np.array(s), np.array(y), np.array(real)
 
 
-def export_booster(booster) -> tuple[float, list[dict]]:  # type: ignore[no-untyped-def]
+def export_booster(booster: Any) -> tuple[float, list[dict]]:
     """An xgboost booster as (base score, trees) in the portable JSON the Rust core walks."""
     cfg = json.loads(booster.save_config())
     base = float(str(cfg["learner"]["learner_model_param"]["base_score"]).strip("[]"))
@@ -128,7 +129,7 @@ def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estima
     ly = np.log(y)
     params = {"max_depth": max_depth, "eta": 0.08, "subsample": 0.8, "seed": seed, "nthread": 2, "objective": "reg:squarederror"}
 
-    def fit(mask: np.ndarray):  # type: ignore[no-untyped-def]
+    def fit(mask: np.ndarray) -> Any:
         return xgb.train(params, xgb.DMatrix(x[mask], label=ly[mask]), num_boost_round=n_estimators)
 
     # Leave-template-out error on the real measurements: how well it does on templates it has never seen.
