@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,19 @@ def test_tune_on_ray_gives_the_rayon_configuration(reservoir: T.Reservoir, tmp_p
     out = tmp_path / "c.yaml"
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--backend", "ray", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["report"]["backend"] == "ray"
+
+
+def test_the_simulator_cold_start_travels_to_the_workers(reservoir: T.Reservoir) -> None:
+    settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0]}, initial_clusters=[[8]], spinup_sizes=[16])
+    cold = replace(settings, simulator_cold_start_factor=5.0, simulator_cold_start_s=3600.0)
+    day = START + dt.timedelta(days=8)
+    warm = T.tune(reservoir, day, settings=settings)
+    local = T.tune(reservoir, day, settings=cold)
+    remote = T.tune(reservoir, day, settings=cold, backend=RayBackend())
+    assert remote.report["backend"] == "ray"
+    assert (remote.config, remote.report["validation_violation_rate"], remote.report["validation_cost"]) == (local.config, local.report["validation_violation_rate"], local.report["validation_cost"])
+    # The cold start changed the simulations, so the workers did not drop it.
+    assert (local.report["validation_violation_rate"], local.report["validation_cost"]) != (warm.report["validation_violation_rate"], warm.report["validation_cost"])
 
 
 def _chunk_workers() -> list[psutil.Process]:

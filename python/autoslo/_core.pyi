@@ -402,6 +402,8 @@ def simulate_pairs(
     teardown_s: float = 200.0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
+    cold_start_factor: float | None = None,
+    cold_start_duration_s: float = 300.0,
 ) -> pa.Table:
     """Simulate (configuration, workload) ``pairs`` on ``threads`` threads (a remote worker's
     share of a batch). Returns a table: ``job`` (from ``jobs``), ``queries``, ``violations``,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use autoslo_core::simulator::SimulatorConfig;
 use autoslo_core::billing::BillingPolicy;
+use autoslo_core::emulator::ColdStart;
 use autoslo_core::router::RouterOptions;
 use autoslo_core::tuner::{self, ArrivalModel, Batch, BatchBackend, BatchControl, BatchSettings, ExecutionConfig, ForecastPolicy, ForecastSettings, LoggedQuery, RayonBackend, SimOutcome, SpinupTimeParams, TunerSpec};
 use autoslo_core::workload::Workload;
@@ -51,9 +52,11 @@ fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rp
     BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s, cold_start: None }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
 }
 
-/// The keyword arguments of [`settings`] that rebuild `s` (what a remote worker receives).
+/// The keyword arguments of [`simulate_pairs`] that rebuild `s` (what a remote worker receives).
 fn settings_dict<'py>(py: Python<'py>, s: &BatchSettings) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    d.set_item("cold_start_factor", s.sim.cold_start.map(|c| c.factor))?;
+    d.set_item("cold_start_duration_s", s.sim.cold_start.map_or(ColdStart::default().duration_s, |c| c.duration_s))?;
     d.set_item("timeout_s", s.sim.timeout_s)?;
     d.set_item("spinup_s", s.sim.spinup_s)?;
     d.set_item("teardown_s", s.sim.teardown_s)?;
@@ -120,8 +123,10 @@ impl BatchBackend for PyBackend {
     fn run(&self, batch: &Batch<'_>) -> CoreResult<Vec<SimOutcome>> {
         let (timeout_s, spinup_s, teardown_s) = (batch.settings.sim.timeout_s, batch.settings.sim.spinup_s, batch.settings.sim.teardown_s);
         let b = batch.settings.sim.billing;
-        if settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs) != *batch.settings {
-            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing and keep_logs travel; not the simulator's cold start)"));
+        let mut sent = settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs);
+        sent.sim.cold_start = batch.settings.sim.cold_start;
+        if sent != *batch.settings {
+            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing, the simulator's cold start and keep_logs travel)"));
         }
         let n = batch.len();
         if n == 0 {
@@ -174,7 +179,7 @@ fn backend_of(py: Python<'_>, backend: Option<Py<PyAny>>) -> PyResult<Box<dyn Ba
 /// `threads` threads: a remote worker's share of a batch. Returns the outcome table, its `job`
 /// column taken from `jobs`.
 #[pyfunction]
-#[pyo3(signature = (configs, workloads, pairs, jobs, predictor, threads=None, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0))]
+#[pyo3(signature = (configs, workloads, pairs, jobs, predictor, threads=None, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, cold_start_factor=None, cold_start_duration_s=300.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate_pairs(
     py: Python<'_>,
@@ -190,13 +195,16 @@ pub fn simulate_pairs(
     teardown_s: f64,
     price_per_rpu_hour: f64,
     billing_minimum_s: f64,
+    cold_start_factor: Option<f64>,
+    cold_start_duration_s: f64,
 ) -> PyResult<Py<PyAny>> {
     if jobs.len() != pairs.len() {
         return Err(AutoSloCoreError::new_err(format!("{} pairs but {} job ids", pairs.len(), jobs.len())));
     }
     let (configs, ws) = batch_inputs(&configs, workloads)?;
     let p = &predictor.get().inner;
-    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
+    let mut s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
+    s.sim.cold_start = cold_start_factor.map(|factor| ColdStart { factor, duration_s: cold_start_duration_s }.validated()).transpose().map_err(err)?;
     let outs = py.detach(|| tuner::simulate_pairs(p, &configs, &ws, &pairs, &s, threads)).map_err(err)?;
     Ok(crate::convert::outcomes_table(&jobs, &outs, keep_logs)?.into_pyarrow(py)?.unbind())
 }
