@@ -170,6 +170,20 @@ def test_tuner_settings_name_a_bad_count(field: str, value: object) -> None:
         T.TunerSettings(**{field: value})
 
 
+def test_every_configuration_tuner_strategy_runs_from_python(reservoir: T.Reservoir) -> None:
+    day = START + dt.timedelta(days=8)
+    space = {"t_idle_s": [300.0, 600.0, 1200.0], "tau_trigger": [0.05, 0.1]}
+    sims = {}
+    for strategy, budget in [("grid", 1), ("random", 3), ("coordinate-descent", 1), ("adaptive-batch", 0)]:
+        settings = T.TunerSettings(forecasts=3, eta=0, strategy=strategy, budget=budget, space=space, initial_clusters=[[8]])
+        r = T.tune(reservoir, day, settings=settings, kappa=2)
+        assert r.report["tuned"], strategy
+        sims[strategy] = r.report["simulations"]
+    assert sims["adaptive-batch"] <= sims["grid"] and sims["random"] < sims["grid"]
+    with pytest.raises(autoslo.AutoSloCoreError, match="adaptive-batch"):
+        T.tune(reservoir, day, settings=T.TunerSettings(forecasts=3, eta=0, strategy="adaptive", space=space), kappa=2)
+
+
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
     day = START + dt.timedelta(days=8)

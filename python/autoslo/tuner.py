@@ -434,8 +434,9 @@ class TunerSettings:
     ``None`` for scheduled spinups only); ``forecasts`` × ``training_share`` forecasts train, the
     rest validate; ``eta`` (η) spinups at most, ``phi`` (φ) attempts per round, ``spinup_sizes``
     (S); ``delinquent_k`` (k) and ``sigma_min_s`` (σ_min) of FindGoodSpinupTime; the
-    Configuration Tuner's ``strategy`` (``grid``, ``random``, ``coordinate-descent``), ``budget``
-    and ``top_k`` over ``space`` (knob → values; ``{}`` for the default ranges, the reference ones
+    Configuration Tuner's ``strategy`` (``grid``; ``random``, ``budget`` points;
+    ``coordinate-descent``, ``budget`` sweeps; ``adaptive-batch``, widening batches around the best
+    so far that stop after ``budget`` + 1 batches in a row without a better one) and ``top_k`` over ``space`` (knob → values; ``{}`` for the default ranges, the reference ones
     with T_idle over ``_core.DEFAULT_T_IDLE_S`` (600, 1200, 1800 s), a change measured in ``docs/tuner.md``; ``None`` to skip the
     Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
     by default) makes the Workload Simulator slow queries on clusters spun up during a simulation

@@ -102,6 +102,52 @@ impl SearchSpace {
         (0..DIMS).map(|d| self.len_of(d).max(1)).product()
     }
 
+    /// The index of `base`'s own value in dimension `d`'s list, if it is there.
+    fn index_of(&self, base: &ExecutionConfig, d: usize) -> Option<usize> {
+        if d == 6 {
+            return self.initial_clusters.iter().position(|c| *c == base.initial_clusters);
+        }
+        let k = base.autoscaler.as_ref()?;
+        match d {
+            0 => self.t_idle_s.iter().position(|&v| v == k.t_idle_s),
+            1 => self.t_min_lifetime_s.iter().position(|&v| v == k.t_min_lifetime_s),
+            2 => self.tau_trigger.iter().position(|&v| Some(v) == k.tau_trigger),
+            3 => self.theta.iter().position(|&v| v == k.theta),
+            4 => self.mu.iter().position(|&v| Some(v) == k.mu),
+            _ => self.window_s.iter().position(|&v| v == k.window_s),
+        }
+    }
+
+    /// The grid point nearest `base`: its own value where a dimension lists it, else the middle
+    /// of the dimension's list.
+    fn centre_of(&self, base: &ExecutionConfig) -> Vec<Option<usize>> {
+        (0..DIMS)
+            .map(|d| match self.len_of(d) {
+                0 => None,
+                n => Some(self.index_of(base, d).unwrap_or((n - 1) / 2)),
+            })
+            .collect()
+    }
+
+    /// The grid points within `radius` index steps of `centre` in every dimension, nearest first
+    /// (by the sum of steps, then in index order), and whether they are the whole grid.
+    fn ball(&self, centre: &[Option<usize>], radius: usize) -> (Vec<Vec<Option<usize>>>, bool) {
+        let mut pts: Vec<Vec<Option<usize>>> = vec![Vec::new()];
+        let mut whole = true;
+        for (d, c) in centre.iter().enumerate() {
+            let Some(c) = *c else {
+                pts.iter_mut().for_each(|p| p.push(None));
+                continue;
+            };
+            let (lo, hi) = (c.saturating_sub(radius), (c + radius).min(self.len_of(d) - 1));
+            whole &= lo == 0 && hi == self.len_of(d) - 1;
+            pts = pts.into_iter().flat_map(|p| (lo..=hi).map(move |v| [p.as_slice(), &[Some(v)]].concat())).collect();
+        }
+        let steps = |p: &[Option<usize>]| p.iter().zip(centre).map(|(a, b)| a.unwrap_or(0).abs_diff(b.unwrap_or(0))).sum::<usize>();
+        pts.sort_by_key(|p| steps(p));
+        (pts, whole)
+    }
+
     /// The grid point with mixed-radix index `idx`.
     fn point(&self, mut idx: usize) -> Vec<Option<usize>> {
         (0..DIMS)
@@ -128,6 +174,14 @@ pub enum Strategy {
     /// Per-dimension sweeps from the base: each dimension's values with the others held at the
     /// best so far (by BestWithTarget on training), `sweeps` times over all dimensions.
     CoordinateDescent { sweeps: usize },
+    /// Progressive widening with early stopping (the paper names `adaptive_batch` and no more;
+    /// this is our reading). Batches of grid points around a centre, each one SimulateBatch: the
+    /// points within one index step of the centre in every dimension (the centre is the grid point
+    /// nearest the base), then, while the best on training (BestWithTarget) stays the same, within
+    /// two, three, … steps; when a batch changes the best, the search re-centres on it and narrows
+    /// to one step again. It stops after `patience` + 1 batches in a row that do not change the
+    /// best, when the widening has covered the grid, or at `max_candidates` points.
+    AdaptiveBatch { patience: usize },
 }
 
 impl Strategy {
@@ -136,7 +190,8 @@ impl Strategy {
             "grid" => Ok(Strategy::Grid),
             "random" => Ok(Strategy::Random { budget, seed }),
             "coordinate-descent" => Ok(Strategy::CoordinateDescent { sweeps: budget.max(1) }),
-            _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: "grid, random, coordinate-descent".into() }),
+            "adaptive-batch" => Ok(Strategy::AdaptiveBatch { patience: budget }),
+            _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: "grid, random, coordinate-descent, adaptive-batch".into() }),
         }
     }
 }
@@ -236,6 +291,60 @@ pub fn tune_config(
             picks.truncate(budget.min(params.max_candidates));
             eval(picks.into_iter().map(|i| space.apply(base, &space.point(i))).collect(), &mut evaluated)?;
         }
+        Strategy::AdaptiveBatch { patience } => {
+            let best_of = |evaluated: &[Evaluated]| {
+                let pts: Vec<(f64, f64)> = evaluated.iter().map(|e| e.training).collect();
+                best_with_target_within(&pts, params.tau, params.cost_tolerance)
+            };
+            let mut centre = space.centre_of(base);
+            if centre.iter().any(Option::is_some) {
+                // The grid point of each evaluated grid candidate, by its configuration.
+                let mut at: Vec<(ExecutionConfig, Vec<Option<usize>>)> = Vec::new();
+                let (mut radius, mut stalls, mut points) = (1, 0, 0);
+                // The centre itself first (nothing new if it is the base).
+                let c = space.apply(base, &centre);
+                at.push((c.clone(), centre.clone()));
+                let before = evaluated.len();
+                eval(vec![c], &mut evaluated)?;
+                points += evaluated.len() - before;
+                let mut best = best_of(&evaluated);
+                loop {
+                    let (ball, whole) = space.ball(&centre, radius);
+                    let room = params.max_candidates.saturating_sub(points);
+                    let batch: Vec<(ExecutionConfig, Vec<Option<usize>>)> = ball
+                        .into_iter()
+                        .map(|p| (space.apply(base, &p), p))
+                        .filter(|(c, _)| !evaluated.iter().any(|e| e.config == *c))
+                        .take(room)
+                        .collect();
+                    if batch.is_empty() {
+                        if whole || room == 0 {
+                            break;
+                        }
+                        radius += 1;
+                        continue;
+                    }
+                    at.extend(batch.iter().cloned());
+                    let before = evaluated.len();
+                    eval(batch.into_iter().map(|(c, _)| c).collect(), &mut evaluated)?;
+                    points += evaluated.len() - before;
+                    let now = best_of(&evaluated);
+                    if now != best {
+                        best = now;
+                        if let Some(p) = now.and_then(|b| at.iter().find(|(c, _)| *c == evaluated[b].config)) {
+                            centre = p.1.clone();
+                        }
+                        (radius, stalls) = (1, 0);
+                    } else {
+                        stalls += 1;
+                        if stalls > patience {
+                            break;
+                        }
+                        radius += 1;
+                    }
+                }
+            }
+        }
         Strategy::CoordinateDescent { sweeps } => {
             let mut current = base.clone();
             for _ in 0..sweeps {
@@ -266,4 +375,33 @@ pub fn tune_config(
     }
     let chosen = best_with_target_within(&points, params.tau, params.cost_tolerance).unwrap_or(0);
     Ok(ConfigTuneResult { best: top[chosen].clone(), evaluated, simulations: sims })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_batch_starts_at_the_base_and_widens_to_the_whole_grid() {
+        let space = SearchSpace { t_idle_s: vec![300.0, 600.0, 1200.0, 1800.0], theta: vec![16, 32], ..Default::default() };
+        let mut base = ExecutionConfig::new(vec![16]);
+        base.autoscaler.as_mut().unwrap().t_idle_s = 1200.0;
+        base.autoscaler.as_mut().unwrap().theta = 99;
+        // T_idle is the base's own (index 2); θ = 99 is not listed, so the middle of [16, 32].
+        let centre = space.centre_of(&base);
+        assert_eq!(centre, vec![Some(2), None, None, Some(0), None, None, None]);
+        let (one, whole) = space.ball(&centre, 1);
+        assert!(!whole);
+        assert_eq!(one.len(), 3 * 2);
+        assert_eq!(one[0], centre, "nearest first");
+        assert!(one.iter().all(|p| p[0].unwrap().abs_diff(2) <= 1));
+        let (two, whole) = space.ball(&centre, 2);
+        assert!(whole && two.len() == space.grid_size());
+        // Every knob of a point lands in the configuration.
+        let c = space.apply(&base, &two[two.len() - 1]);
+        let k = c.autoscaler.unwrap();
+        assert!(space.t_idle_s.contains(&k.t_idle_s) && space.theta.contains(&k.theta));
+        assert_eq!(Strategy::parse("adaptive-batch", 2, 0).unwrap(), Strategy::AdaptiveBatch { patience: 2 });
+        assert!(Strategy::parse("adaptive", 1, 0).unwrap_err().to_string().contains("adaptive-batch"));
+    }
 }

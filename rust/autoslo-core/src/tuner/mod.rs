@@ -110,8 +110,9 @@ pub struct TunerSpec {
     pub sigma_min_s: f64,
     /// α: `mean` or `worst`.
     pub alpha: String,
-    /// The Configuration Tuner: `grid`, `random` (with `budget` candidates) or
-    /// `coordinate-descent` (with `budget` sweeps), keeping `top_k` for validation.
+    /// The Configuration Tuner: `grid`, `random` (with `budget` candidates),
+    /// `coordinate-descent` (with `budget` sweeps) or `adaptive-batch` (stopping after `budget` + 1
+    /// batches without a better configuration), keeping `top_k` for validation.
     pub strategy: String,
     pub budget: usize,
     pub top_k: usize,

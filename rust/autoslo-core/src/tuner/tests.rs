@@ -157,6 +157,7 @@ fn execution_configs_validate_on_load() {
 
 #[cfg(feature = "torch")]
 mod simulated {
+    use std::collections::BTreeSet;
     use std::path::PathBuf;
 
     use super::*;
@@ -259,5 +260,34 @@ mod simulated {
         assert!(t.evaluated.iter().all(|e| e.validation.is_some()));
         let big = SearchSpace { theta: (1..100).collect(), mu: (1..100).collect(), ..Default::default() };
         assert!(tune_config(&p, &init, &big, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::Grid, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &control).unwrap_err().to_string().contains("max_candidates"));
+    }
+
+    #[test]
+    fn adaptive_batch_searches_part_of_the_grid_and_with_patience_all_of_it() {
+        let p = model();
+        let slo = SloTable::paper(2.0).unwrap();
+        let ws: Vec<_> = (0..3).map(|s| base_workload(0.3, 20 + s, &slo).unwrap()).collect();
+        let (train, val) = ws.split_at(2);
+        let base = ExecutionConfig::new(vec![8]);
+        let space = SearchSpace { t_idle_s: vec![60.0, 300.0, 600.0, 1200.0, 2400.0], tau_trigger: vec![0.02, 0.05, 0.1, 0.2, 0.4], initial_clusters: vec![vec![8], vec![16], vec![32]], ..Default::default() };
+        let run = |strategy| tune_config(&p, &base, &space, train, val, &ConfigTunerParams { strategy, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &BatchControl::new()).unwrap();
+        let grid = run(config_tuner::Strategy::Grid);
+        let set = |r: &ConfigTuneResult| r.evaluated.iter().map(|e| e.config.to_json()).collect::<BTreeSet<_>>();
+        let all = set(&grid);
+        assert_eq!(all.len(), 1 + space.grid_size());
+        let adaptive = run(config_tuner::Strategy::AdaptiveBatch { patience: 0 });
+        assert_eq!(adaptive.evaluated[0].config, base, "the base is always a candidate");
+        assert!(set(&adaptive).is_subset(&all), "only grid points");
+        assert!(adaptive.evaluated.len() < all.len(), "stopped early: {} of {}", adaptive.evaluated.len(), all.len());
+        assert_eq!(adaptive.simulations, adaptive.evaluated.len() * train.len() + 3.min(adaptive.evaluated.len()) * val.len());
+        // Its training figures are the grid's for the same configurations.
+        for e in &adaptive.evaluated {
+            assert_eq!(grid.evaluated.iter().find(|g| g.config == e.config).unwrap().training, e.training);
+        }
+        // Patience enough to widen over the whole grid: every point, as the grid.
+        assert_eq!(set(&run(config_tuner::Strategy::AdaptiveBatch { patience: 10 })), all);
+        // A cap on the points is kept.
+        let capped = tune_config(&p, &base, &space, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::AdaptiveBatch { patience: 10 }, max_candidates: 7, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &BatchControl::new()).unwrap();
+        assert_eq!(capped.evaluated.len(), 1 + 7);
     }
 }
