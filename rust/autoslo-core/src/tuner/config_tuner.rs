@@ -129,23 +129,36 @@ impl SearchSpace {
             .collect()
     }
 
-    /// The grid points within `radius` index steps of `centre` in every dimension, nearest first
-    /// (by the sum of steps, then in index order), and whether they are the whole grid.
-    fn ball(&self, centre: &[Option<usize>], radius: usize) -> (Vec<Vec<Option<usize>>>, bool) {
-        let mut pts: Vec<Vec<Option<usize>>> = vec![Vec::new()];
-        let mut whole = true;
-        for (d, c) in centre.iter().enumerate() {
-            let Some(c) = *c else {
-                pts.iter_mut().for_each(|p| p.push(None));
-                continue;
+    /// The grid points `k` index steps from `centre` in all (the steps of every dimension summed),
+    /// in index order.
+    fn shell(&self, centre: &[Option<usize>], k: usize) -> Vec<Vec<Option<usize>>> {
+        fn walk(space: &SearchSpace, centre: &[Option<usize>], d: usize, left: usize, point: &mut Vec<Option<usize>>, out: &mut Vec<Vec<Option<usize>>>) {
+            if d == centre.len() {
+                if left == 0 {
+                    out.push(point.clone());
+                }
+                return;
+            }
+            let Some(c) = centre[d] else {
+                point.push(None);
+                walk(space, centre, d + 1, left, point, out);
+                point.pop();
+                return;
             };
-            let (lo, hi) = (c.saturating_sub(radius), (c + radius).min(self.len_of(d) - 1));
-            whole &= lo == 0 && hi == self.len_of(d) - 1;
-            pts = pts.into_iter().flat_map(|p| (lo..=hi).map(move |v| [p.as_slice(), &[Some(v)]].concat())).collect();
+            for v in c.saturating_sub(left)..=(c + left).min(space.len_of(d) - 1) {
+                point.push(Some(v));
+                walk(space, centre, d + 1, left - v.abs_diff(c), point, out);
+                point.pop();
+            }
         }
-        let steps = |p: &[Option<usize>]| p.iter().zip(centre).map(|(a, b)| a.unwrap_or(0).abs_diff(b.unwrap_or(0))).sum::<usize>();
-        pts.sort_by_key(|p| steps(p));
-        (pts, whole)
+        let mut out = Vec::new();
+        walk(self, centre, 0, k, &mut Vec::with_capacity(DIMS), &mut out);
+        out
+    }
+
+    /// The most index steps any grid point lies from `centre`.
+    fn farthest(&self, centre: &[Option<usize>]) -> usize {
+        centre.iter().enumerate().filter_map(|(d, c)| c.map(|c| c.max(self.len_of(d) - 1 - c))).sum()
     }
 
     /// The grid point with mixed-radix index `idx`.
@@ -176,10 +189,10 @@ pub enum Strategy {
     CoordinateDescent { sweeps: usize },
     /// Progressive widening with early stopping (the paper names `adaptive_batch` and no more;
     /// this is our reading). Batches of grid points around a centre, each one SimulateBatch: the
-    /// points within one index step of the centre in every dimension (the centre is the grid point
-    /// nearest the base), then, while the best on training (BestWithTarget) stays the same, within
-    /// two, three, … steps; when a batch changes the best, the search re-centres on it and narrows
-    /// to one step again. It stops after `patience` + 1 batches in a row that do not change the
+    /// points one index step from the centre (one knob moved to a neighbouring value; the centre
+    /// is the grid point nearest the base), then, while the best on training (BestWithTarget)
+    /// stays the same, those two, three, … steps away (steps summed over the knobs); when a batch
+    /// changes the best, the search re-centres on it and narrows to one step again. It stops after `patience` + 1 batches in a row that do not change the
     /// best, when the widening has covered the grid, or at `max_candidates` points.
     AdaptiveBatch { patience: usize },
 }
@@ -309,10 +322,10 @@ pub fn tune_config(
                 points += evaluated.len() - before;
                 let mut best = best_of(&evaluated);
                 loop {
-                    let (ball, whole) = space.ball(&centre, radius);
+                    let whole = radius >= space.farthest(&centre);
                     let room = params.max_candidates.saturating_sub(points);
-                    let batch: Vec<(ExecutionConfig, Vec<Option<usize>>)> = ball
-                        .into_iter()
+                    let batch: Vec<(ExecutionConfig, Vec<Option<usize>>)> = (0..=radius)
+                        .flat_map(|k| space.shell(&centre, k))
                         .map(|p| (space.apply(base, &p), p))
                         .filter(|(c, _)| !evaluated.iter().any(|e| e.config == *c))
                         .take(room)
@@ -390,15 +403,16 @@ mod tests {
         // T_idle is the base's own (index 2); θ = 99 is not listed, so the middle of [16, 32].
         let centre = space.centre_of(&base);
         assert_eq!(centre, vec![Some(2), None, None, Some(0), None, None, None]);
-        let (one, whole) = space.ball(&centre, 1);
-        assert!(!whole);
-        assert_eq!(one.len(), 3 * 2);
-        assert_eq!(one[0], centre, "nearest first");
-        assert!(one.iter().all(|p| p[0].unwrap().abs_diff(2) <= 1));
-        let (two, whole) = space.ball(&centre, 2);
-        assert!(whole && two.len() == space.grid_size());
+        assert_eq!(space.shell(&centre, 0), vec![centre.clone()]);
+        // One step: T_idle to a neighbour, or θ to its other value.
+        let at = |t: usize, th: usize| vec![Some(t), None, None, Some(th), None, None, None];
+        assert_eq!(space.shell(&centre, 1), vec![at(1, 0), at(2, 1), at(3, 0)]);
+        assert_eq!(space.shell(&centre, 2), vec![at(0, 0), at(1, 1), at(3, 1)]);
+        assert_eq!(space.shell(&centre, 3), vec![at(0, 1)]);
+        assert_eq!(space.farthest(&centre), 3);
+        assert!(space.shell(&centre, 4).is_empty());
         // Every knob of a point lands in the configuration.
-        let c = space.apply(&base, &two[two.len() - 1]);
+        let c = space.apply(&base, &at(0, 1));
         let k = c.autoscaler.unwrap();
         assert!(space.t_idle_s.contains(&k.t_idle_s) && space.theta.contains(&k.theta));
         assert_eq!(Strategy::parse("adaptive-batch", 2, 0).unwrap(), Strategy::AdaptiveBatch { patience: 2 });
