@@ -36,3 +36,26 @@ def test_the_extension_matches_its_stub() -> None:
         "tests/stubtest_allowlist.txt",
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+API_MODULES = ["autoslo", "autoslo.tuner", "autoslo.autoscaler", "autoslo.tenancy", "autoslo.placement", "autoslo.live", "autoslo.airflow", "autoslo.predictor", "autoslo.workloads", "autoslo.emulation", "autoslo.ray_backend", "autoslo._core"]
+
+
+def test_the_public_api_is_documented() -> None:
+    import importlib
+    import inspect
+
+    missing = []
+    for name in API_MODULES:
+        mod = importlib.import_module(name)
+        for attr in getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]:
+            obj = getattr(mod, attr)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)) or not getattr(obj, "__module__", "").startswith("autoslo"):
+                continue
+            if not (obj.__doc__ or "").strip():
+                missing.append(f"{name}.{attr}")
+            if inspect.isclass(obj) and not issubclass(obj, BaseException):
+                for member, value in vars(obj).items():
+                    if not member.startswith("_") and (inspect.isfunction(value) or isinstance(value, property)) and not (value.__doc__ or "").strip():
+                        missing.append(f"{name}.{attr}.{member}")
+    assert not missing, f"public names without a docstring: {sorted(set(missing))}"

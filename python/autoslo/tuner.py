@@ -51,6 +51,7 @@ def day_number(day: dt.date | str) -> int:
 
 
 def day_of(number: int) -> dt.date:
+    """The calendar date of a day number (days since 1970-01-01), the inverse of :func:`day_number`."""
     return EPOCH + dt.timedelta(days=int(number))
 
 
@@ -95,13 +96,16 @@ class ExecutionConfig:
             tmp.write_text(text)
 
     def to_json(self) -> str:
+        """The configuration as JSON, every field filled in (what the core reads)."""
         return json.dumps(self._data)
 
     def as_dict(self) -> dict[str, Any]:
+        """A copy of the configuration as plain dicts and lists (the YAML file's content)."""
         return json.loads(json.dumps(self._data))
 
     @property
     def initial_clusters(self) -> list[int]:
+        """Sizes (RPU) of the clusters the day starts with."""
         return list(self._data["initial_clusters"])
 
     @property
@@ -111,11 +115,13 @@ class ExecutionConfig:
 
     @property
     def autoscaler(self) -> dict[str, Any] | None:
+        """The autoscaler's parameters (policy, τ, sizes, T_idle, …), or ``None`` for none."""
         a = self._data["autoscaler"]
         return dict(a) if a is not None else None
 
     @property
     def routing(self) -> str:
+        """The routing policy's name (one of ``autoslo._core.ROUTING_POLICIES``)."""
         return str(self._data["routing"])
 
     @property
@@ -126,6 +132,7 @@ class ExecutionConfig:
 
     @property
     def provenance(self) -> dict[str, Any] | None:
+        """Who made the configuration and from what (version, day, days of history, τ), if recorded."""
         p = self._data.get("provenance")
         return dict(p) if p else None
 
@@ -492,6 +499,7 @@ class TunerSettings:
         return sorted(sizes)
 
     def to_json(self) -> str:
+        """The settings as the core's JSON (``None`` fields left to the core's defaults)."""
         d: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None and k not in ("space", "autoscaler")}
         d["autoscaler"] = self.autoscaler
         if self.space is None:
@@ -510,10 +518,12 @@ class TuneResult:
 
     @property
     def validation_violation_rate(self) -> float:
+        """The chosen configuration's simulated violation rate on the validation forecasts."""
         return float(self.report["validation_violation_rate"])
 
     @property
     def validation_cost(self) -> float:
+        """The chosen configuration's simulated cost ($) on the validation forecasts (aggregated by α)."""
         return float(self.report["validation_cost"])
 
 

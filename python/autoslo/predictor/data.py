@@ -56,6 +56,7 @@ class DataConfig:
 
     @property
     def splits(self) -> dict[str, list[int]]:
+        """Seeds per split: all but the last two train, then one validates and one tests."""
         return {"train": list(self.seeds[:-2]), "val": [self.seeds[-2]], "test": [self.seeds[-1]]}
 
     def runs(self) -> list[tuple[int, int, str]]:
