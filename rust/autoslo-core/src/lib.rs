@@ -37,6 +37,7 @@ pub mod emulator;
 pub mod live;
 pub mod placement;
 pub mod predictor;
+pub mod progress;
 pub mod router;
 pub mod error;
 pub mod rng;

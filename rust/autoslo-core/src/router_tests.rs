@@ -372,3 +372,23 @@ fn simulator_cold_start_slows_queries_on_clusters_spun_up_during_the_run() {
     let bad = SimulatorConfig { cold_start: Some(ColdStart { factor: 0.5, duration_s: 300.0 }), ..Default::default() };
     assert!(WorkloadSimulator::new(&p, &w, &[16], bad).is_err());
 }
+
+#[test]
+fn a_simulation_reports_progress_and_stops_when_told() {
+    use crate::control::RoundRobin;
+    use crate::error::AutoSloError;
+    use crate::simulator::simulate_with_progress;
+    let p = model();
+    let w = base_workload(0.2, 4, &SloTable::paper(2.0).unwrap()).unwrap();
+    let mut calls = Vec::new();
+    let whole = simulate_with_progress(&p, &w, &[16], &mut RoundRobin::default(), &mut StaticScaler, SimulatorConfig::default(), &mut |done, total| {
+        calls.push((done, total));
+        true
+    })
+    .unwrap();
+    assert_eq!(whole, simulate(&p, &w, &[16], &mut RoundRobin::default(), &mut StaticScaler, SimulatorConfig::default()).unwrap(), "progress changes nothing");
+    assert_eq!(calls.last(), Some(&(w.len(), w.len())));
+    assert!(calls.windows(2).all(|c| c[0].0 <= c[1].0));
+    let stopped = simulate_with_progress(&p, &w, &[16], &mut RoundRobin::default(), &mut StaticScaler, SimulatorConfig::default(), &mut |_, _| false);
+    assert!(matches!(stopped, Err(AutoSloError::Interrupted)));
+}

@@ -16,6 +16,7 @@ use crate::control::{fail_on_undecided, Action, Event, Router, Scaler};
 use crate::emulator::ColdStart;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::{ClusterState, Predictor};
+use crate::progress::{Progress, Ticker};
 use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, Trace, TraceRow};
 use crate::workload::Workload;
 
@@ -352,8 +353,24 @@ impl<'a> WorkloadSimulator<'a> {
     }
 
     /// Run to the end and return the trace (cost attributed by Stage-estimated work).
-    pub fn finish(mut self, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<Trace> {
-        while self.step(router, scaler)? {}
+    pub fn finish(self, router: &mut dyn Router, scaler: &mut dyn Scaler) -> Result<Trace> {
+        self.finish_with_progress(router, scaler, &mut |_, _| true)
+    }
+
+    /// [`finish`](Self::finish) with a progress callback `(arrivals so far, queries)`, called as
+    /// [`Ticker`] says (counted in events) and at the end; returning `false` stops the run with
+    /// [`AutoSloError::Interrupted`].
+    pub fn finish_with_progress(mut self, router: &mut dyn Router, scaler: &mut dyn Scaler, progress: Progress<'_>) -> Result<Trace> {
+        let (mut ticker, mut events) = (Ticker::new(), 0usize);
+        while self.step(router, scaler)? {
+            events += 1;
+            if ticker.due(events) && !progress(self.next_q, self.workload.len()) {
+                return Err(AutoSloError::Interrupted);
+            }
+        }
+        if !progress(self.workload.len(), self.workload.len()) {
+            return Err(AutoSloError::Interrupted);
+        }
         let end = self.now;
         let mut rows: Vec<TraceRow> = self.rows.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| AutoSloError::InvalidConfig("simulation ended with unfinished queries".into()))?;
         let clusters: Vec<ClusterRecord> = self.clusters.iter().map(|c| ClusterRecord::close(&c.info, &c.timer, &self.cfg.billing, end, c.teardown_requested_at, c.gone_at, c.queries).with_reasons(c.spinup_reason, c.teardown_reason)).collect();
@@ -364,8 +381,13 @@ impl<'a> WorkloadSimulator<'a> {
 
 /// Simulate a whole workload with the predictor as the warehouse.
 pub fn simulate(predictor: &Predictor, workload: &Workload, initial: &[u32], router: &mut dyn Router, scaler: &mut dyn Scaler, cfg: SimulatorConfig) -> Result<Trace> {
+    simulate_with_progress(predictor, workload, initial, router, scaler, cfg, &mut |_, _| true)
+}
+
+/// [`simulate`] with a progress callback (see [`WorkloadSimulator::finish_with_progress`]).
+pub fn simulate_with_progress(predictor: &Predictor, workload: &Workload, initial: &[u32], router: &mut dyn Router, scaler: &mut dyn Scaler, cfg: SimulatorConfig, progress: Progress<'_>) -> Result<Trace> {
     if initial.is_empty() && scaler.tick_interval().is_none() {
         return Err(AutoSloError::InvalidConfig("no clusters: give at least one initial cluster size".into()));
     }
-    WorkloadSimulator::new(predictor, workload, initial, cfg)?.finish(router, scaler)
+    WorkloadSimulator::new(predictor, workload, initial, cfg)?.finish_with_progress(router, scaler, progress)
 }

@@ -393,7 +393,7 @@ macro_rules! pydict {
 
 /// A progress callback for the Rust core: calls `progress(done, total)` with the GIL, and stops
 /// the run (returns false) on Ctrl-C, when the callback returns False, or when it raises.
-fn progress_reporter(progress: &Option<Py<PyAny>>) -> impl FnMut(usize, usize) -> bool + '_ {
+pub(crate) fn progress_reporter(progress: &Option<Py<PyAny>>) -> impl FnMut(usize, usize) -> bool + '_ {
     move |done, total| {
         Python::attach(|py| {
             if py.check_signals().is_err() {

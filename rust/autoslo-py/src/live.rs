@@ -110,7 +110,8 @@ pub fn simulate(
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s, cold_start: None };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
-    let trace = py.detach(|| simulator::simulate(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg)).map_err(err)?;
+    // No progress bar here, but Ctrl-C stops a long simulation (KeyboardInterrupt).
+    let trace = py.detach(|| simulator::simulate_with_progress(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg, &mut crate::progress_reporter(&None))).map_err(err)?;
     convert::run_out(py, &w, &trace, scaler.decisions())
 }
 

@@ -219,7 +219,7 @@ impl Sim {
 }
 
 /// Progress callback: `(arrivals processed, total)`; return `false` to interrupt the run.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize) -> bool;
+pub use crate::progress::Progress;
 
 struct Run<'a> {
     w: &'a Workload,
@@ -589,8 +589,9 @@ pub fn emulate(workload: &Workload, initial_clusters: &[u32], router: &mut dyn R
     emulate_with_progress(workload, initial_clusters, router, scaler, cfg, &mut |_, _| true)
 }
 
-/// [`emulate`] with a progress callback, called every 4096 arrivals and at the end; returning
-/// `false` stops the run with [`AutoSloError::Interrupted`].
+/// [`emulate`] with a progress callback, called as [`Ticker`](crate::progress::Ticker) says (every
+/// 4096 arrivals, and every 100 ms of a slow run) and at the end; returning `false` stops the run
+/// with [`AutoSloError::Interrupted`].
 pub fn emulate_with_progress(
     workload: &Workload,
     initial_clusters: &[u32],
@@ -621,6 +622,7 @@ pub fn emulate_admitted(
         return Err(AutoSloError::InvalidConfig("no clusters: give at least one initial cluster size".into()));
     }
     let n = workload.len();
+    let mut ticker = crate::progress::Ticker::new();
     let mut run = Run {
         w: workload,
         cfg,
@@ -710,7 +712,7 @@ pub fn emulate_admitted(
                     Offer::Reject(reason) => run.reject(qi, now, reason),
                 }
             }
-            if next_q.is_multiple_of(4096) && !progress(next_q, n) {
+            if ticker.due(next_q) && !progress(next_q, n) {
                 return Err(AutoSloError::Interrupted);
             }
         }

@@ -13,7 +13,8 @@ use rayon::prelude::*;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::router::{router_by_name, RouterOptions};
-use crate::simulator::{simulate, SimulatorConfig};
+use crate::progress::Progress;
+use crate::simulator::{simulate_with_progress, SimulatorConfig};
 use crate::tuner::config::ExecutionConfig;
 use crate::workload::Workload;
 
@@ -160,7 +161,8 @@ impl Batch<'_> {
             return Err(AutoSloError::Interrupted);
         }
         let (i, j) = self.job(k);
-        let out = simulate_config(self.predictor, &self.configs[i], &self.workloads[j], self.settings);
+        // A cancelled batch stops inside a long simulation too, not only between jobs.
+        let out = simulate_config_with_progress(self.predictor, &self.configs[i], &self.workloads[j], self.settings, &mut |_, _| !self.control.cancelled());
         self.mark_done(1);
         out
     }
@@ -193,9 +195,14 @@ impl BatchBackend for RayonBackend {
 
 /// Simulate one configuration on one workload.
 pub fn simulate_config(predictor: &Predictor, config: &ExecutionConfig, workload: &Workload, settings: &BatchSettings) -> Result<SimOutcome> {
+    simulate_config_with_progress(predictor, config, workload, settings, &mut |_, _| true)
+}
+
+/// [`simulate_config`] with a progress callback (see [`simulate_with_progress`]).
+pub fn simulate_config_with_progress(predictor: &Predictor, config: &ExecutionConfig, workload: &Workload, settings: &BatchSettings, progress: Progress<'_>) -> Result<SimOutcome> {
     let mut router = router_by_name(&config.routing, Some(predictor), settings.router)?;
     let mut scaler = config.scaler(settings.sim.spinup_s)?;
-    let trace = simulate(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim)?;
+    let trace = simulate_with_progress(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim, progress)?;
     let qs = workload.queries();
     let mut violations = 0;
     let mut log = Vec::with_capacity(if settings.keep_logs { trace.rows.len() } else { 0 });
