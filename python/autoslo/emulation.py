@@ -193,6 +193,7 @@ def simulate(
     """Replay ``workload`` in the Workload Simulator (§3): completions come from the predictor.
 
     Same inputs and result as :func:`emulate`; it is what the autoscaler and policy tuner branch.
+    Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     predictor = predictor_for(True, predictor)  # the simulator's completions come from it
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
