@@ -47,9 +47,9 @@ fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: im
     out.map_err(err)
 }
 
-fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool) -> BatchSettings {
+fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool, cold_start: Option<ColdStart>) -> BatchSettings {
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s, cold_start: None }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
+    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s, cold_start }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
 }
 
 /// The keyword arguments of [`simulate_pairs`] that rebuild `s` (what a remote worker receives).
@@ -123,9 +123,7 @@ impl BatchBackend for PyBackend {
     fn run(&self, batch: &Batch<'_>) -> CoreResult<Vec<SimOutcome>> {
         let (timeout_s, spinup_s, teardown_s) = (batch.settings.sim.timeout_s, batch.settings.sim.spinup_s, batch.settings.sim.teardown_s);
         let b = batch.settings.sim.billing;
-        let mut sent = settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs);
-        sent.sim.cold_start = batch.settings.sim.cold_start;
-        if sent != *batch.settings {
+        if settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs, batch.settings.sim.cold_start) != *batch.settings {
             return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing, the simulator's cold start and keep_logs travel)"));
         }
         let n = batch.len();
@@ -203,8 +201,8 @@ pub fn simulate_pairs(
     }
     let (configs, ws) = batch_inputs(&configs, workloads)?;
     let p = &predictor.get().inner;
-    let mut s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
-    s.sim.cold_start = cold_start_factor.map(|factor| ColdStart { factor, duration_s: cold_start_duration_s }.validated()).transpose().map_err(err)?;
+    let cold_start = cold_start_factor.map(|factor| ColdStart { factor, duration_s: cold_start_duration_s }.validated()).transpose().map_err(err)?;
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs, cold_start);
     let outs = py.detach(|| tuner::simulate_pairs(p, &configs, &ws, &pairs, &s, threads)).map_err(err)?;
     Ok(crate::convert::outcomes_table(&jobs, &outs, keep_logs)?.into_pyarrow(py)?.unbind())
 }
@@ -294,7 +292,7 @@ pub fn simulate_batch(
 ) -> PyResult<Vec<Vec<Py<PyDict>>>> {
     let (configs, ws) = batch_inputs(&configs, workloads)?;
     let p = &predictor.get().inner;
-    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs);
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs, None);
     let backend = backend_of(py, backend)?;
     let m = with_progress(py, &progress, |c| tuner::simulate_batch(p, &configs, &ws, &s, backend.as_ref(), c))?;
     m.iter().map(|row| row.iter().map(|o| outcome_dict(py, o).map(Bound::unbind)).collect()).collect()
@@ -346,8 +344,7 @@ pub fn tune(
     let spec = TunerSpec::from_json(spec).map_err(err)?;
     let params = spec.params(spinup_s).map_err(err)?;
     let p = &predictor.get().inner;
-    let mut s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false);
-    s.sim.cold_start = spec.simulator_cold_start().map_err(err)?;
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false, spec.simulator_cold_start().map_err(err)?);
     let backend = backend_of(py, backend)?;
     let r = with_progress(py, &progress, |c| tuner::tune(p, &h, target, &slo, &params, &s, backend.as_ref(), c))?;
     let d = PyDict::new(py);
