@@ -72,17 +72,18 @@ def test_tune_on_ray_gives_the_rayon_configuration(reservoir: T.Reservoir, tmp_p
     assert json.loads(capsys.readouterr().out)["report"]["backend"] == "ray"
 
 
-def test_the_simulator_cold_start_travels_to_the_workers(reservoir: T.Reservoir) -> None:
+@pytest.mark.parametrize("change", [{"simulator_cold_start_factor": 5.0, "simulator_cold_start_s": 3600.0}, {"simulator_noise_sigma": 0.8}], ids=["cold-start", "latency-noise"])
+def test_the_simulator_changes_travel_to_the_workers(reservoir: T.Reservoir, change: dict[str, float]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0]}, initial_clusters=[[8]], spinup_sizes=[16])
-    cold = replace(settings, simulator_cold_start_factor=5.0, simulator_cold_start_s=3600.0)
+    changed = replace(settings, **change)
     day = START + dt.timedelta(days=8)
-    warm = T.tune(reservoir, day, settings=settings)
-    local = T.tune(reservoir, day, settings=cold)
-    remote = T.tune(reservoir, day, settings=cold, backend=RayBackend())
+    plain = T.tune(reservoir, day, settings=settings)
+    local = T.tune(reservoir, day, settings=changed)
+    remote = T.tune(reservoir, day, settings=changed, backend=RayBackend())
     assert remote.report["backend"] == "ray"
     assert (remote.config, remote.report["validation_violation_rate"], remote.report["validation_cost"]) == (local.config, local.report["validation_violation_rate"], local.report["validation_cost"])
-    # The cold start changed the simulations, so the workers did not drop it.
-    assert (local.report["validation_violation_rate"], local.report["validation_cost"]) != (warm.report["validation_violation_rate"], warm.report["validation_cost"])
+    # The change changed the simulations, so the workers did not drop it.
+    assert (local.report["validation_violation_rate"], local.report["validation_cost"]) != (plain.report["validation_violation_rate"], plain.report["validation_cost"])
 
 
 def _chunk_workers() -> list[psutil.Process]:

@@ -201,6 +201,11 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert (cold.report["validation_violation_rate"], cold.report["validation_cost"]) != (r.report["validation_violation_rate"], r.report["validation_cost"])
     with pytest.raises(autoslo.AutoSloCoreError, match="simulator_cold_start_factor.*must be ≥ 1"):
         T.tune(reservoir, day, settings=replace(settings, simulator_cold_start_factor=0.5))
+    # So does its latency noise (a change).
+    noisy = T.tune(reservoir, day, settings=replace(settings, simulator_noise_sigma=0.8), kappa=2)
+    assert (noisy.report["validation_violation_rate"], noisy.report["validation_cost"]) != (r.report["validation_violation_rate"], r.report["validation_cost"])
+    with pytest.raises(autoslo.AutoSloCoreError, match="simulator_noise_sigma.*in \\[0, 3\\]"):
+        T.tune(reservoir, day, settings=replace(settings, simulator_noise_sigma=-1.0))
     with pytest.raises(autoslo.AutoSloCoreError, match="cost_tolerance"):
         T.tune(reservoir, day, settings=replace(settings, cost_tolerance=-0.1))
 

@@ -404,11 +404,14 @@ def simulate_pairs(
     billing_minimum_s: float = 60.0,
     cold_start_factor: float | None = None,
     cold_start_duration_s: float = 300.0,
+    noise_sigma: float | None = None,
+    noise_seed: int = 0,
 ) -> pa.Table:
     """Simulate (configuration, workload) ``pairs`` on ``threads`` threads (a remote worker's
-    share of a batch). Returns a table: ``job`` (from ``jobs``), ``queries``, ``violations``,
-    ``cost``, ``clusters``, and with ``keep_logs`` the list columns ``arrival``, ``end``,
-    ``violated``."""
+    share of a batch), with the simulator's cold start (``cold_start_factor``) and latency noise
+    (``noise_sigma``, drawn from ``noise_seed``) when given. Returns a table: ``job`` (from
+    ``jobs``), ``queries``, ``violations``, ``cost``, ``clusters``, and with ``keep_logs`` the list
+    columns ``arrival``, ``end``, ``violated``."""
 
 def find_good_spinup_time(
     logs: Sequence[tuple[Sequence[float], Sequence[float], Sequence[bool]]], tau_target: float = 0.1, k: int = 1, spinup_s: float = 300.0, sigma_min_s: float = 1800.0

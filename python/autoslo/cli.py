@@ -350,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument(
             "--simulator-cold-start", dest="simulator_cold_start", type=float, metavar="FACTOR", help="slow queries on clusters spun up in a simulation by FACTOR, fading over 300 s (a change; default none, the paper's simulator)"
         )
+        r.add_argument(
+            "--simulator-noise", dest="simulator_noise", type=float, metavar="SIGMA", help="scatter simulated latencies around their predictions by exp(SIGMA·z), z standard normal (a change; default none, the paper's simulator)"
+        )
         r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help=f"the T_idle values (s) the Configuration Tuner tries (default {' '.join(f'{t:g}' for t in _core.DEFAULT_T_IDLE_S)})")
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
@@ -465,6 +468,8 @@ def reproduction_tuner_settings(args: argparse.Namespace) -> TunerSettings:
         settings = replace(settings, tau_simulated=args.tau_simulated)
     if args.simulator_cold_start is not None:
         settings = replace(settings, simulator_cold_start_factor=args.simulator_cold_start)
+    if args.simulator_noise is not None:
+        settings = replace(settings, simulator_noise_sigma=args.simulator_noise)
     if args.cost_tolerance is not None:
         settings = replace(settings, cost_tolerance=args.cost_tolerance)
     if args.t_idle:

@@ -448,7 +448,10 @@ class TunerSettings:
     Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
     by default) makes the Workload Simulator slow queries on clusters spun up during a simulation
     as the emulator does, fading over ``simulator_cold_start_s``: a change, measured in
-    ``docs/tuner.md``. ``cost_tolerance`` (a fraction ≥ 0; default
+    ``docs/tuner.md``. ``simulator_noise_sigma`` (σ in [0, 3]; ``None``, the paper's simulator, by
+    default) scatters each simulated latency around its prediction by ``exp(σ·z)``, ``z`` a
+    standard normal drawn per query from ``seed``, the same draw in every configuration: a change,
+    measured in ``docs/tuner.md`` (not adopted). ``cost_tolerance`` (a fraction ≥ 0; default
     ``_core.DEFAULT_COST_TOLERANCE``, 0.05): among configurations that meet the simulated target
     within this fraction of the cheapest one's cost, the Configuration Tuner takes the one with the
     fewest simulated violations, a change measured in ``docs/tuner.md``; 0 is BestWithTarget as
@@ -459,6 +462,7 @@ class TunerSettings:
     cost_tolerance: float = _core.DEFAULT_COST_TOLERANCE
     simulator_cold_start_factor: float | None = None
     simulator_cold_start_s: float = 300.0
+    simulator_noise_sigma: float | None = None
     initial_clusters: list[list[int]] = field(default_factory=lambda: [[16], [32]])
     autoscaler: dict[str, Any] | None = field(default_factory=dict)
     routing: str = "autoslo"

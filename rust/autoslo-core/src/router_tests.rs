@@ -374,6 +374,38 @@ fn simulator_cold_start_slows_queries_on_clusters_spun_up_during_the_run() {
 }
 
 #[test]
+fn simulator_latency_noise_scatters_each_query_around_its_prediction_with_the_same_draw_everywhere() {
+    use crate::control::RoundRobin;
+    use crate::simulator::LatencyNoise;
+    let p = model();
+    let w = base_workload(0.02, 2, &SloTable::paper(2.0).unwrap()).unwrap();
+    let run = |noise: Option<LatencyNoise>, clusters: &[u32]| {
+        let cfg = SimulatorConfig { noise, ..Default::default() };
+        simulate(&p, &w, clusters, &mut RoundRobin::default(), &mut StaticScaler, cfg).unwrap()
+    };
+    let plain = run(None, &[16]);
+    assert_eq!(run(Some(LatencyNoise { sigma: 0.0, seed: 1 }), &[16]), plain, "σ = 0 is no noise");
+    let noise = LatencyNoise { sigma: 0.5, seed: 1 };
+    let noisy = run(Some(noise), &[16]);
+    assert_eq!(run(Some(noise), &[16]), noisy, "the same seed gives the same run");
+    assert_ne!(run(Some(LatencyNoise { sigma: 0.5, seed: 2 }), &[16]), noisy);
+    // Each query's draw depends on its position only: the same in any configuration.
+    assert_eq!(noise.factor(7), noise.factor(7));
+    assert_ne!(noise.factor(7), noise.factor(8));
+    // Around the prediction: ln(noisy / plain) is centred near 0 with a spread near σ (queries that
+    // overlap change each other's predictions too, so only roughly).
+    let mut ln: Vec<f64> = noisy.rows.iter().zip(&plain.rows).map(|(a, b)| (a.latency / b.latency).ln()).collect();
+    ln.sort_by(f64::total_cmp);
+    let (median, iqr) = (ln[ln.len() / 2], ln[ln.len() * 3 / 4] - ln[ln.len() / 4]);
+    assert!(median.abs() < 0.15, "median ln ratio {median}");
+    assert!((0.45..0.9).contains(&iqr), "interquartile range of ln ratios {iqr} (σ = 0.5 gives 0.67)");
+    for sigma in [-0.1, f64::NAN, 3.5] {
+        let bad = SimulatorConfig { noise: Some(LatencyNoise { sigma, seed: 0 }), ..Default::default() };
+        assert!(WorkloadSimulator::new(&p, &w, &[16], bad).is_err(), "σ = {sigma} accepted");
+    }
+}
+
+#[test]
 fn a_simulation_reports_progress_and_stops_when_told() {
     use crate::control::RoundRobin;
     use crate::error::AutoSloError;

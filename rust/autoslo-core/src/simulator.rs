@@ -17,6 +17,7 @@ use crate::emulator::ColdStart;
 use crate::error::{AutoSloError, Result};
 use crate::predictor::{ClusterState, Predictor};
 use crate::progress::{Progress, Ticker};
+use crate::rng::{derive_seed, Rng};
 use crate::trace::{attribute_cost_by_work, ClusterRecord, Outcome, Trace, TraceRow};
 use crate::workload::Workload;
 
@@ -35,11 +36,48 @@ pub struct SimulatorConfig {
     /// its predicted latency). `None`: none, as in the paper's simulator (§3), whose predictor
     /// knows nothing of a cluster's age. **A change** when set (`docs/tuner.md`).
     pub cold_start: Option<ColdStart>,
+    /// Latency noise around the predictions ([`LatencyNoise`]). `None`: none, as in the paper's
+    /// simulator. **A change** when set (`docs/tuner.md`).
+    pub noise: Option<LatencyNoise>,
 }
 
 impl Default for SimulatorConfig {
     fn default() -> Self {
-        Self { billing: BillingPolicy::default(), spinup_s: 300.0, teardown_s: 200.0, timeout_s: Some(3600.0), cold_start: None }
+        Self { billing: BillingPolicy::default(), spinup_s: 300.0, teardown_s: 200.0, timeout_s: Some(3600.0), cold_start: None, noise: None }
+    }
+}
+
+/// Latency noise of the simulated warehouse (**a change** to the paper's simulator, which takes
+/// every prediction as the latency): a query's execution time is its prediction times
+/// `exp(σ·z)`, `z` a standard normal drawn from (`seed`, the query's position in its workload).
+/// The median is the prediction's (the predictor is fitted in log space), and the draw is the same
+/// in every configuration and branch simulated on that workload (common random numbers), so
+/// configurations are compared on the same luck. A warehouse's latencies scatter around any
+/// prediction (the emulator's run-to-run noise alone has a median std of ln runtime of 0.07–0.21,
+/// and the predictor's own error is larger), and a violation is a tail event: a simulator without
+/// this scatter misses the violations of queries whose predicted latency is just under their SLO.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencyNoise {
+    /// Standard deviation σ of ln latency around the prediction (0 ≤ σ ≤ 3).
+    pub sigma: f64,
+    pub seed: u64,
+}
+
+impl LatencyNoise {
+    pub fn validated(self) -> Result<Self> {
+        if !(self.sigma.is_finite() && (0.0..=3.0).contains(&self.sigma)) {
+            return Err(AutoSloError::out_of_range("the simulator's latency noise σ", "in [0, 3]", self.sigma));
+        }
+        Ok(self)
+    }
+
+    /// The latency multiplier of the query at position `qi` of its workload.
+    pub fn factor(&self, qi: usize) -> f64 {
+        if self.sigma == 0.0 {
+            return 1.0;
+        }
+        let mut rng = Rng::new(derive_seed(self.seed, qi as u64));
+        (self.sigma * rng.normal()).exp()
     }
 }
 
@@ -60,7 +98,8 @@ struct Running {
     /// Guarded latency prediction (s), including any wait for the cluster to be ready.
     prediction: f64,
     wait: f64,
-    /// Cold-start multiplier of the execution part of its predictions (1 when warm).
+    /// Multiplier of the execution part of its predictions: the cold start (1 when warm) times
+    /// the latency noise (1 without).
     cold: f64,
 }
 
@@ -111,6 +150,7 @@ impl<'a> WorkloadSimulator<'a> {
             return Err(AutoSloError::out_of_range("spinup/teardown time", "≥ 0 s", format!("{}/{}", cfg.spinup_s, cfg.teardown_s)));
         }
         cfg.cold_start.map(ColdStart::validated).transpose()?;
+        cfg.noise.map(LatencyNoise::validated).transpose()?;
         let mut s = Self { predictor, workload, cfg, now: 0.0, next_q: 0, next_tick: None, clusters: Vec::new(), rows: vec![None; workload.len()], started: false, copied: 0 };
         for &size in initial {
             s.add_cluster(size, 0.0, true, "initial")?;
@@ -332,7 +372,7 @@ impl<'a> WorkloadSimulator<'a> {
         }
         // The routed query has no after-neighbours yet: predicted as the router predicts it.
         let own = self.predictor.at_arrival(u.prediction, stage_s, c.info.size, running_before);
-        let cold = self.cfg.cold_factor(c.cold_from, now + wait);
+        let cold = self.cfg.cold_factor(c.cold_from, now + wait) * self.cfg.noise.map_or(1.0, |n| n.factor(qi));
         c.running.push(Running { qi, arrival: now, prediction: own * cold + wait, wait, cold });
         if !starting {
             c.timer.on_arrival(now)?;

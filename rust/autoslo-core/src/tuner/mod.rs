@@ -85,6 +85,9 @@ pub struct TunerSpec {
     /// when set (see `docs/tuner.md`).
     pub simulator_cold_start_factor: Option<f64>,
     pub simulator_cold_start_s: f64,
+    /// The Workload Simulator's latency noise σ (`simulator::LatencyNoise`, drawn from `seed`).
+    /// `None`: none, as in the paper's simulator. **A change** when set (see `docs/tuner.md`).
+    pub simulator_noise_sigma: Option<f64>,
     /// Initial cluster sets, one initial configuration each (the candidates I of Algorithm 4).
     pub initial_clusters: Vec<Vec<u32>>,
     /// The Autoscaler of every candidate (`None`: scheduled spinups only).
@@ -127,6 +130,7 @@ impl Default for TunerSpec {
             cost_tolerance: DEFAULT_COST_TOLERANCE,
             simulator_cold_start_factor: None,
             simulator_cold_start_s: 300.0,
+            simulator_noise_sigma: None,
             initial_clusters: vec![vec![16], vec![32]],
             autoscaler: Some(AutoscalerKnobs::default()),
             routing: "autoslo".into(),
@@ -164,9 +168,19 @@ impl TunerSpec {
             .map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: simulator_cold_start_factor / simulator_cold_start_s: {e}")))
     }
 
+    /// The simulator's latency noise these settings ask for (validated), if any.
+    pub fn simulator_noise(&self) -> Result<Option<crate::simulator::LatencyNoise>> {
+        let Some(sigma) = self.simulator_noise_sigma else { return Ok(None) };
+        crate::simulator::LatencyNoise { sigma, seed: crate::rng::derive_seed(self.seed, 0x6e6f_6973_65) }
+            .validated()
+            .map(Some)
+            .map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: simulator_noise_sigma: {e}")))
+    }
+
     /// The pipeline's parameters; `spinup_s` is the engines' spinup delay δ.
     pub fn params(&self, spinup_s: f64) -> Result<PolicyTunerParams> {
         self.simulator_cold_start()?;
+        self.simulator_noise()?;
         if !(self.cost_tolerance.is_finite() && self.cost_tolerance >= 0.0) {
             return Err(AutoSloError::out_of_range("cost_tolerance", "a fraction ≥ 0", self.cost_tolerance));
         }
