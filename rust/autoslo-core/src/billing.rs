@@ -84,6 +84,11 @@ impl BillingTimer {
         Ok(())
     }
 
+    /// The time of the last event the timer has seen (−∞ before the first).
+    pub fn last_event(&self) -> f64 {
+        self.last_event
+    }
+
     /// A query arrived at the cluster at `now`.
     pub fn on_arrival(&mut self, now: f64) -> Result<()> {
         self.advance(now)?;

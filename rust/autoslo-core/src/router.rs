@@ -731,7 +731,9 @@ impl AutoSloRouter {
                 }
             }
             if b.queries.is_empty() {
-                b.timer.on_idle(last_end)?;
+                // A query the guard held to the elapsed time ends at `arrival + (now − arrival)`,
+                // which can round to an ulp below `now`, the time of an event the timer has seen.
+                b.timer.on_idle(last_end.max(b.timer.last_event()))?;
             }
         }
         Ok(out)

@@ -63,6 +63,38 @@ fn algorithm1_avoids_the_loaded_cluster_and_guards_predictions() {
     assert!(r.route(60.0, &q(102, 60.0, 1.0), &[]).is_err(), "no clusters");
 }
 
+#[test]
+fn an_overdue_query_guarded_to_the_elapsed_time_never_makes_its_cluster_idle_before_the_last_event() {
+    // Found by the Spinup Size Selector under the simulator's latency noise: query 1 runs past its
+    // prediction, so query 2's arrival at `now` guards it to `now − arrival`, and `arrival + (now −
+    // arrival)` can round to one ulp below `now`. Query 2 then completes early (the warehouse, not
+    // the prediction, says when), and collecting query 1 idled the billing timer before the event
+    // it had seen at `now`: "time went backwards".
+    let q = |id: u64, t: f64| Query { id, arrival: t, text: crate::catalog::QueryText { template: 1, instance: 1 }, tenant: 0, class: 0, slo: 1e6 };
+    let a = 19.972341684637513; // enough mantissa bits for some `now` to round down
+    let mut tried = 0;
+    for k in 0..10_000 {
+        let now = 2594.0 + 0.013 * k as f64;
+        if a + (now - a) >= now {
+            continue;
+        }
+        tried += 1;
+        let mut r = AutoSloRouter::new(model(), BillingPolicy::default());
+        r.route(a, &q(1, a), &[info(0, 16)]).unwrap();
+        assert!(r.placed()[&0][0].predicted_end() < now, "query 1 must be overdue at {now}");
+        r.route(now, &q(2, now), &[info(0, 16)]).unwrap();
+        let guarded = r.placed()[&0][0].predicted_end();
+        r.observe(now + 0.5, &crate::control::Event::Completion { query: &q(2, now), cluster: 0, latency: 0.5, censored: false });
+        let done = r.collect_finished_until(now + 1.0).unwrap_or_else(|e| panic!("now {now}, query 1 guarded to end at {guarded}: {e}"));
+        assert_eq!(done.iter().map(|p| p.id).collect::<Vec<_>>(), vec![1]);
+        assert!(r.cost_until_drained(now + 1.0).unwrap() > 0.0);
+        if tried == 20 {
+            break;
+        }
+    }
+    assert_eq!(tried, 20, "too few times that round down");
+}
+
 /// The AutoSLO router behind a wrapper that hides it, so the simulator computes every arrival itself.
 struct Hidden(AutoSloRouter);
 
