@@ -170,9 +170,11 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
     let mut i = n;
     while replay.at(i).arrival < t_available {
         let q = replay.at(i);
-        snap.collect_finished_until(q.arrival)?;
-        at_time(&mut base, q.arrival);
-        snap.route(q.arrival, &q, &base)?;
+        // A copy of a query that arrived exactly w before `now` can round to an ulp before it.
+        let t = q.arrival.max(now);
+        snap.collect_finished_until(t)?;
+        at_time(&mut base, t);
+        snap.route(t, &q, &base)?;
         i += 1;
     }
     let i_snap = i;

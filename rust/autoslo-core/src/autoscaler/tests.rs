@@ -93,6 +93,28 @@ fn the_selector_adds_capacity_to_an_overloaded_cluster_and_does_nothing_for_an_i
     assert_eq!(find_best_spinup_size(&r, &big, &[], 300.0, &params, Mode::Add).unwrap().size, None);
 }
 
+#[test]
+fn the_selector_replays_copies_due_before_the_decision_at_the_decision_time() {
+    // A decision taken well after the window's arrivals (a public function: a caller may decide at
+    // any time; the engines decide at an arrival, where a copy can still round to an ulp before
+    // it): the first copies fall before `now`, after the cluster went idle. Routing them in the
+    // past turned time back on the cluster's billing timer.
+    let mut r = AutoSloRouter::new(model(), BillingPolicy::default());
+    let one = [ready(0, 16)];
+    let window: Vec<Query> = (0..4u64).map(|i| q(i, 2.0 * i as f64, 1e5)).collect();
+    for x in &window {
+        r.route(x.arrival, x, &one).unwrap();
+    }
+    for x in &window {
+        r.observe(150.0 + x.arrival, &crate::control::Event::Completion { query: x, cluster: 0, latency: 150.0, censored: false });
+    }
+    assert_eq!(r.running().count(), 0);
+    let params = SelectorParams { sizes: vec![16, 32], mu: 4, window_s: 100.0, spinup_s: 300.0, ..Default::default() };
+    let d = find_best_spinup_size(&r, &one, &window, 200.0, &params, Mode::Add).unwrap();
+    assert_eq!(d.branches.len(), 3);
+    assert!(d.prep_arrivals >= window.len(), "{d:?}");
+}
+
 fn routed_once(t: &crate::trace::Trace, n: usize) {
     let mut seen = vec![false; n];
     for row in &t.rows {
