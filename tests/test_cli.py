@@ -218,12 +218,13 @@ def test_reproduce_tuner_flags_change_only_what_they_name() -> None:
     base = reproduction_settings()
     args = build_parser().parse_args(["reproduce", "tuner"])
     assert reproduction_tuner_settings(args) == base
-    args = build_parser().parse_args(["reproduce", "end-to-end", "--t-idle", "300", "900", "--simulator-cold-start", "1.5", "--tau-simulated", "0.05", "--cost-tolerance", "0.04"])
+    args = build_parser().parse_args(["reproduce", "end-to-end", "--t-idle", "300", "900", "--simulator-cold-start", "1.5", "--simulator-noise", "0.6", "--tau-simulated", "0.05", "--cost-tolerance", "0.04"])
     s = reproduction_tuner_settings(args)
     assert s.cost_tolerance == 0.04 != base.cost_tolerance
     assert base.space["t_idle_s"] != [300.0, 900.0]
     assert s.space == {**(base.space or {}), "t_idle_s": [300.0, 900.0]} and s.space["tau_trigger"] == base.space["tau_trigger"]
-    assert (s.simulator_cold_start_factor, s.tau_simulated, s.forecasts) == (1.5, 0.05, base.forecasts)
+    assert (s.simulator_cold_start_factor, s.simulator_noise_sigma, s.tau_simulated, s.forecasts) == (1.5, 0.6, 0.05, base.forecasts)
+    assert base.simulator_noise_sigma is None
 
 
 def test_reproduce_tuner_prints_the_floor_of_slos_out_of_reach(capsys: pytest.CaptureFixture[str]) -> None:
