@@ -100,7 +100,7 @@ struct Running {
     wait: f64,
     /// Multiplier of the execution part of its predictions: the cold start (1 when warm) times
     /// the latency noise (1 without).
-    cold: f64,
+    slowdown: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -368,12 +368,12 @@ impl<'a> WorkloadSimulator<'a> {
         };
         for (r, (_, p)) in c.running.iter_mut().zip(&u.updated) {
             // Monotonicity guard: a later arrival never makes a running query faster, and it has already run this long.
-            r.prediction = r.prediction.max(*p * r.cold + r.wait).max(now - r.arrival);
+            r.prediction = r.prediction.max(*p * r.slowdown + r.wait).max(now - r.arrival);
         }
         // The routed query has no after-neighbours yet: predicted as the router predicts it.
         let own = self.predictor.at_arrival(u.prediction, stage_s, c.info.size, running_before);
-        let cold = self.cfg.cold_factor(c.cold_from, now + wait) * self.cfg.noise.map_or(1.0, |n| n.factor(qi));
-        c.running.push(Running { qi, arrival: now, prediction: own * cold + wait, wait, cold });
+        let slowdown = self.cfg.cold_factor(c.cold_from, now + wait) * self.cfg.noise.map_or(1.0, |n| n.factor(qi));
+        c.running.push(Running { qi, arrival: now, prediction: own * slowdown + wait, wait, slowdown });
         if !starting {
             c.timer.on_arrival(now)?;
         }
