@@ -158,3 +158,20 @@ def test_control_plane_routes_concurrently_while_it_scales(tick_s: float, pause_
         cp.complete(qid)
     with pytest.raises(_core.AutoSloCoreError, match="not running"):
         cp.complete(99_999)
+
+
+def test_the_control_plane_class_takes_the_autoscaler_as_emulate_does() -> None:
+    """``autoslo.ControlPlane`` takes an ``AutoscalerConfig``, a policy name or a settings dict, and
+    says what it expected of anything else."""
+    import autoslo
+    from autoslo.bundled import load
+
+    p = load()
+    for a in (AutoscalerConfig(policy="horizontal", sizes=(16,)), "snowflake-standard", {"policy": "rais"}, None):
+        cp = autoslo.ControlPlane([8], predictor=p, autoscaler=a, time_scale=100.0)
+        assert cp.route(1, template=3, instance=1, slo=1e6) == 0
+        cp.complete(1)
+    with pytest.raises(TypeError, match="expected an autoslo.AutoscalerConfig, a policy name or a dict of AUTOSCALER_SETTINGS, got int"):
+        autoslo.ControlPlane([8], predictor=p, autoscaler=3)  # type: ignore[arg-type]
+    with pytest.raises(_core.AutoSloCoreError, match="unknown"):
+        autoslo.ControlPlane([8], predictor=p, autoscaler="eager")

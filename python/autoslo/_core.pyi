@@ -4,12 +4,18 @@ Checked against the built extension by ``tests/test_typing.py`` (mypy's stubtest
 written ``...`` is one the extension computes: ``timeout_s`` is 3600 s and ``slo_headroom`` is
 ``DEFAULT_SLO_HEADROOM``."""
 
-from typing import Any, Callable, Mapping, Sequence, final
+from typing import Any, Callable, Mapping, Protocol, Sequence, final
 
 import numpy as np
 import pyarrow as pa
 
 __all__: list[str]
+
+class _AutoscalerSpec(Protocol):
+    """What has the core's autoscaler settings (``autoslo.AutoscalerConfig``)."""
+
+    def spec(self) -> dict[str, object]: ...
+
 __version__: str
 ROUTING_POLICIES: list[str]
 ROUTER_SEARCHES: list[str]
@@ -241,8 +247,9 @@ class Predictor:
 
 @final
 class ControlPlane:
-    """The live control plane: the Query Router on the request path, the autoscaler (``autoscaler``
-    spec, keys from ``AUTOSCALER_SETTINGS``) on a background thread every ``tick_s`` of
+    """The live control plane: the Query Router on the request path, the autoscaler (``autoscaler``:
+    an ``autoslo.AutoscalerConfig``, a policy name, or a dict with keys from
+    ``AUTOSCALER_SETTINGS``) on a background thread every ``tick_s`` of
     control-plane time, over an in-process cluster manager with the ``lifecycle`` timings. The
     clock is seconds since start × ``time_scale``. Thread-safe; routing releases the GIL and never
     waits for a scaling decision."""
@@ -252,7 +259,7 @@ class ControlPlane:
         clusters: Sequence[int],
         predictor: Predictor | None = None,
         routing: str = "autoslo",
-        autoscaler: Mapping[str, object] | None = None,
+        autoscaler: _AutoscalerSpec | str | Mapping[str, object] | None = None,
         lifecycle: str = "fixed",
         spinup_s: float = 300.0,
         teardown_s: float = 200.0,

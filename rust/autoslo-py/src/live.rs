@@ -115,12 +115,33 @@ pub fn simulate(
     convert::run_out(py, &w, &trace, scaler.decisions())
 }
 
-/// The live control plane: the Query Router on the request path, the autoscaler on a background
+/// The live control plane: the Query Router on the request path, the autoscaler (an
+/// `autoslo.AutoscalerConfig`, a policy name, or a dict of `AUTOSCALER_SETTINGS`) on a background
 /// thread over an in-process cluster manager with the real lifecycle timings. Thread-safe;
 /// `route` and `complete` run without the GIL and never wait for a scaling decision.
 #[pyclass(name = "ControlPlane", module = "autoslo._core", frozen)]
 pub struct PyControlPlane {
     inner: ControlPlane,
+}
+
+/// `ControlPlane`'s `autoscaler`: a dict of settings, a policy name, or what `spec()` returns for
+/// an object that has it (`autoslo.AutoscalerConfig`, as `autoslo.emulate` takes).
+fn autoscaler_spec(a: Option<Bound<'_, PyAny>>) -> PyResult<Option<Bound<'_, pyo3::types::PyDict>>> {
+    let Some(a) = a else { return Ok(None) };
+    if let Ok(d) = a.cast::<pyo3::types::PyDict>() {
+        return Ok(Some(d.clone()));
+    }
+    if let Ok(policy) = a.extract::<String>() {
+        let d = pyo3::types::PyDict::new(a.py());
+        d.set_item("policy", policy)?;
+        return Ok(Some(d));
+    }
+    if a.hasattr("spec")? {
+        if let Ok(d) = a.call_method0("spec")?.cast_into::<pyo3::types::PyDict>() {
+            return Ok(Some(d));
+        }
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!("autoscaler: expected an autoslo.AutoscalerConfig, a policy name or a dict of AUTOSCALER_SETTINGS, got {}", a.get_type().name()?)))
 }
 
 #[pymethods]
@@ -132,7 +153,7 @@ impl PyControlPlane {
         clusters: Vec<u32>,
         predictor: Option<Bound<'_, PyPredictor>>,
         routing: &str,
-        autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
+        autoscaler: Option<Bound<'_, PyAny>>,
         lifecycle: &str,
         spinup_s: f64,
         teardown_s: f64,
@@ -148,7 +169,7 @@ impl PyControlPlane {
         let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
         let lifecycle = crate::lifecycle_of(lifecycle, spinup_s, teardown_s)?;
         // The selector's δ: the fixed delay, or the given one for measured timings.
-        let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
+        let scaler = crate::scaling::scaler(autoscaler_spec(autoscaler)?, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
         Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).map_err(err)? })
     }
