@@ -144,6 +144,14 @@ def test_progress_callback_and_interrupt() -> None:
     assert seen[-1][0] == seen[-1][1] == wl.num_rows and len(seen) >= 2
     with pytest.raises(KeyboardInterrupt):
         _core.emulate(wl, [32, 32], progress=lambda done, total: False)
+    # The simulator reports progress the same way (its total counts arrivals and completions).
+    sim: list[tuple[int, int]] = []
+    p = autoslo.bundled.load()
+    _core.simulate(wl, [32, 32], p, progress=lambda done, total: sim.append((done, total)))
+    assert len(sim) >= 2 and sim[-1][0] == sim[-1][1] and all(a[0] <= b[0] for a, b in zip(sim, sim[1:]))
+    with pytest.raises(KeyboardInterrupt):
+        _core.simulate(wl, [32, 32], p, progress=lambda done, total: False)
+    assert autoslo.simulate(wl, [32, 32], predictor=p, progress=True).trace.num_rows == wl.num_rows
 
 
 def test_billing_timer_matches_the_paper() -> None:

@@ -346,9 +346,11 @@ def simulate(
     slo_headroom: float = ...,
     autoscaler: Mapping[str, object] | None = None,
     config: str | None = None,
+    progress: Callable[[int, int], bool | None] | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
     """The Workload Simulator: completions from the predictor; returns (trace, clusters, events,
-    decisions)."""
+    decisions). ``progress`` is called with (done, total) now and then; returning False or Ctrl-C
+    stops the run."""
 
 def validate_execution_config(text: str) -> str:
     """Parse and validate an execution configuration (JSON; unknown fields rejected); returns it

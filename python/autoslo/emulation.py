@@ -189,30 +189,36 @@ def simulate(
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
     autoscaler: AutoscalerConfig | str | None = None,
     config: ExecutionConfig | str | PathLike[str] | None = None,
+    progress: bool = False,
 ) -> EmulationResult:
     """Replay ``workload`` in the Workload Simulator (§3): completions come from the predictor.
 
     Same inputs and result as :func:`emulate`; it is what the autoscaler and policy tuner branch.
-    Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
+    ``progress=True`` shows a tqdm bar; Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
     predictor = predictor_for(True, predictor)  # the simulator's completions come from it
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
-    trace, cluster_table, events, decisions = _core.simulate(
-        workload,
-        clusters,
-        predictor,
-        routing=routing,
-        seed=seed,
-        timeout_s=timeout_s,
-        spinup_s=spinup_s,
-        teardown_s=teardown_s,
-        price_per_rpu_hour=price_per_rpu_hour,
-        billing_minimum_s=billing_minimum_s,
-        schedule=list(schedule) if schedule else None,
-        slo_headroom=slo_headroom,
-        autoscaler=as_spec(autoscaler),
-        config=cfg,
-    )
+    callback, close = progress_bar(progress, "simulating", "query")
+    try:
+        trace, cluster_table, events, decisions = _core.simulate(
+            workload,
+            clusters,
+            predictor,
+            routing=routing,
+            seed=seed,
+            timeout_s=timeout_s,
+            spinup_s=spinup_s,
+            teardown_s=teardown_s,
+            price_per_rpu_hour=price_per_rpu_hour,
+            billing_minimum_s=billing_minimum_s,
+            schedule=list(schedule) if schedule else None,
+            slo_headroom=slo_headroom,
+            autoscaler=as_spec(autoscaler),
+            config=cfg,
+            progress=callback,
+        )
+    finally:
+        close()
     return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events, decisions=decisions)
 
 

@@ -86,7 +86,7 @@ impl PyRouter {
 
 /// Simulate a workload with the predictor as the warehouse (the Workload Simulator).
 #[pyfunction]
-#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None))]
+#[pyo3(signature = (workload, clusters, predictor, routing="autoslo", seed=0, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, schedule=None, slo_headroom=router::DEFAULT_SLO_HEADROOM, autoscaler=None, config=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate(
     py: Python<'_>,
@@ -104,14 +104,16 @@ pub fn simulate(
     slo_headroom: f64,
     autoscaler: Option<Bound<'_, pyo3::types::PyDict>>,
     config: Option<&str>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = crate::with_slo_policy(workload_in(workload, None, None, None, None)?, config)?;
     let p = &predictor.get().inner;
     let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s, cold_start: None, noise: None };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
-    // No progress bar here, but Ctrl-C stops a long simulation (KeyboardInterrupt).
-    let trace = py.detach(|| simulator::simulate_with_progress(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg, &mut crate::progress_reporter(&None))).map_err(err)?;
+    // `progress(done, total)` is called now and then; Ctrl-C, or a callback returning False, stops
+    // the run (KeyboardInterrupt).
+    let trace = py.detach(|| simulator::simulate_with_progress(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg, &mut crate::progress_reporter(&progress))).map_err(err)?;
     convert::run_out(py, &w, &trace, scaler.decisions())
 }
 
