@@ -171,7 +171,7 @@ impl TunerSpec {
     /// The simulator's latency noise these settings ask for (validated), if any.
     pub fn simulator_noise(&self) -> Result<Option<crate::simulator::LatencyNoise>> {
         let Some(sigma) = self.simulator_noise_sigma else { return Ok(None) };
-        crate::simulator::LatencyNoise { sigma, seed: crate::rng::derive_seed(self.seed, 0x6e6f_6973_65) }
+        crate::simulator::LatencyNoise { sigma, seed: crate::rng::derive_seed(self.seed, 0x006e_6f69_7365) } // stream "noise"
             .validated()
             .map(Some)
             .map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: simulator_noise_sigma: {e}")))
