@@ -225,6 +225,8 @@ def test_reproduce_tuner_flags_change_only_what_they_name() -> None:
     assert s.space == {**(base.space or {}), "t_idle_s": [300.0, 900.0]} and s.space["tau_trigger"] == base.space["tau_trigger"]
     assert (s.simulator_cold_start_factor, s.simulator_noise_sigma, s.tau_simulated, s.forecasts) == (1.5, 0.6, 0.05, base.forecasts)
     assert base.simulator_noise_sigma is None
+    assert not args.simulator_calibration
+    assert build_parser().parse_args(["reproduce", "tuner", "--simulator-calibration"]).simulator_calibration
 
 
 def test_reproduce_tuner_prints_the_floor_of_slos_out_of_reach(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,8 +73,12 @@ def test_tune_on_ray_gives_the_rayon_configuration(reservoir: T.Reservoir, tmp_p
     assert json.loads(capsys.readouterr().out)["report"]["backend"] == "ray"
 
 
-@pytest.mark.parametrize("change", [{"simulator_cold_start_factor": 5.0, "simulator_cold_start_s": 3600.0}, {"simulator_noise_sigma": 0.8}], ids=["cold-start", "latency-noise"])
-def test_the_simulator_changes_travel_to_the_workers(reservoir: T.Reservoir, change: dict[str, float]) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [{"simulator_cold_start_factor": 5.0, "simulator_cold_start_s": 3600.0}, {"simulator_noise_sigma": 0.8}, {"simulator_class_scale": {c: 3.0 for c in ("adhoc", "backfill", "dashboard", "report")}}],
+    ids=["cold-start", "latency-noise", "class-scale"],
+)
+def test_the_simulator_changes_travel_to_the_workers(reservoir: T.Reservoir, change: dict[str, Any]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0]}, initial_clusters=[[8]], spinup_sizes=[16])
     changed = replace(settings, **change)
     day = START + dt.timedelta(days=8)

@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
@@ -206,6 +207,13 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert (noisy.report["validation_violation_rate"], noisy.report["validation_cost"]) != (r.report["validation_violation_rate"], r.report["validation_cost"])
     with pytest.raises(autoslo.AutoSloCoreError, match="simulator_noise_sigma.*in \\[0, 3\\]"):
         T.tune(reservoir, day, settings=replace(settings, simulator_noise_sigma=-1.0))
+    # And its latency scale per class (a change); a class the workloads lack changes nothing.
+    slower = T.tune(reservoir, day, settings=replace(settings, simulator_class_scale={c: 3.0 for c in ("adhoc", "backfill", "dashboard", "report")}), kappa=2)
+    assert (slower.report["validation_violation_rate"], slower.report["validation_cost"]) != (r.report["validation_violation_rate"], r.report["validation_cost"])
+    other = T.tune(reservoir, day, settings=replace(settings, simulator_class_scale={"etl": 3.0}), kappa=2)
+    assert (other.config, other.report["validation_violation_rate"], other.report["validation_cost"]) == (r.config, r.report["validation_violation_rate"], r.report["validation_cost"])
+    with pytest.raises(autoslo.AutoSloCoreError, match="simulator_class_scale.*\"backfill\".*in \\[0.05, 20\\]"):
+        T.tune(reservoir, day, settings=replace(settings, simulator_class_scale={"backfill": 0.0}))
     with pytest.raises(autoslo.AutoSloCoreError, match="cost_tolerance"):
         T.tune(reservoir, day, settings=replace(settings, cost_tolerance=-0.1))
 
@@ -219,9 +227,41 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert main(["emulate", "--config", str(out), "--workload", "redbench", "--queries-per-day", "1000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] > 0
     assert main(["emulate", "--config", str(out), "--clusters", "16"]) == 2
+    # The simulator calibrated from a trace of past executions (a change): the scales are printed.
+    trace = tmp_path / "t.parquet"
+    assert main(["emulate", "--workload", "redbench", "--queries-per-day", "1000", "--clusters", "16", "--trace", str(trace), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--simulator-scale-from", str(trace)]) == 0
+    assert "simulator latency scale per class" in capsys.readouterr().out
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--simulator-scale-from", str(tmp_path / "none.parquet")]) == 2
+    assert "no trace at" in capsys.readouterr().err
     settings_file.write_text("etta: 1\n")
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--settings", str(settings_file)]) == 2
     assert "etta" in capsys.readouterr().err
+
+
+def test_class_latency_scale_is_each_class_s_geometric_mean_latency_over_prediction() -> None:
+    w = autoslo.redbench_workload(days=1, seed=3, queries_per_day=3000, tenants=2, kappa=2)
+    run = autoslo.emulate(w, clusters=[16], seed=3)
+    p = autoslo.predictor.load()
+    scale = T.class_latency_scale(run.trace, p)
+    # Recomputed here from the predictor's own per-query predictions on the same executions.
+    r = p.predict_trace(run.trace)
+    ok = ~r["censored"]
+    by_id = dict(zip(run.trace["query_id"].to_pylist(), run.trace["class"].to_pylist()))
+    cls = np.array([by_id[int(q)] for q in r["query_id"]], dtype=object)[ok]
+    resid = (r["ln_label"] - r["ln_pred"])[ok]
+    assert set(scale) == {c for c in set(cls.tolist()) if (cls == c).sum() >= 30}
+    for c, v in scale.items():
+        assert v == pytest.approx(float(np.exp(resid[cls == c].mean())), rel=1e-6)
+        assert 0.5 < v < 2.0, (c, v)  # the bundled model is near the emulator on every class
+    # Classes with too few scored queries are left out.
+    fewest = min((cls == c).sum() for c in scale)
+    assert set(T.class_latency_scale(run.trace, p, min_queries=int(fewest) + 1)) < set(scale)
+    with pytest.raises(ValueError, match="no `class` column"):
+        T.class_latency_scale(run.trace.drop_columns(["class"]), p)
+    with pytest.raises(ValueError, match="min_queries"):
+        T.class_latency_scale(run.trace, p, min_queries=0)
 
 
 def test_reservoir_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

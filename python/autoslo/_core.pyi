@@ -415,10 +415,11 @@ def simulate_pairs(
     cold_start_duration_s: float = 300.0,
     noise_sigma: float | None = None,
     noise_seed: int = 0,
+    class_scale: Mapping[str, float] | None = None,
 ) -> pa.Table:
     """Simulate (configuration, workload) ``pairs`` on ``threads`` threads (a remote worker's
     share of a batch), with the simulator's cold start (``cold_start_factor``) and latency noise
-    (``noise_sigma``, drawn from ``noise_seed``) when given. Returns a table: ``job`` (from
+    (``noise_sigma``, drawn from ``noise_seed``) and latency scale per class (``class_scale``) when given. Returns a table: ``job`` (from
     ``jobs``), ``queries``, ``violations``, ``cost``, ``clusters``, and with ``keep_logs`` the list
     columns ``arrival``, ``end``, ``violated``."""
 

@@ -353,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument(
             "--simulator-noise", dest="simulator_noise", type=float, metavar="SIGMA", help="scatter simulated latencies around their predictions by exp(SIGMA·z), z standard normal (a change; default none, the paper's simulator)"
         )
+        r.add_argument(
+            "--simulator-calibration",
+            dest="simulator_calibration",
+            action="store_true",
+            help="scale the simulator's latencies per workload class as the emulator ran the day before the target day under the untuned configuration (a change; default off, the paper's simulator)",
+        )
         r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help=f"the T_idle values (s) the Configuration Tuner tries (default {' '.join(f'{t:g}' for t in _core.DEFAULT_T_IDLE_S)})")
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
@@ -482,7 +488,7 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
 
     settings = reproduction_tuner_settings(args)
     history = getattr(args, "history", None) or ((0, 1, 7, 30) if args.experiment_name == "tuner" else (30,))
-    exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings)
+    exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings, calibrate_simulator=args.simulator_calibration)
     predictor = load(args.model) if args.model else None
     if args.experiment_name == "tuner":
         out = reproduce_tuner(exp, predictor=predictor)

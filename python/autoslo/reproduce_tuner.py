@@ -19,6 +19,7 @@ ever sees the reservoir and the Workload Simulator).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,7 +34,7 @@ from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import EmulationResult, emulate
-from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, tune
+from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, class_latency_scale, tune
 from autoslo.workloads import redbench_workload, slo_feasibility, window
 
 #: Day 0 of the generated history (a Monday).
@@ -63,6 +64,10 @@ class TunerExperiment:
     history: tuple[int, ...] = (0, 1, 7, 30)
     tau: float = 0.1
     settings: TunerSettings = field(default_factory=reproduction_settings)
+    #: Calibrate the tuner's Workload Simulator per workload class on the day before the target
+    #: day, as the untuned configuration ran it on the emulator (a change; see
+    #: :meth:`HistoryWorld.class_scale`). Tunings with no past data are untuned either way.
+    calibrate_simulator: bool = False
 
     def scenarios(self) -> list[tuple[int, float]]:
         return [(d, k) for d in self.target_days for k in self.kappas]
@@ -81,6 +86,7 @@ class HistoryWorld:
         self.reservoir = Reservoir(directory)
         self.reservoir.append(exp.generated(2.0), start_date=START, replace=True)
         self._by_kappa: dict[float, pa.Table] = {}
+        self._scales: dict[tuple[int, float], dict[str, float]] = {}
 
     def actual(self, day: int, kappa: float) -> pa.Table:
         """The target day's workload (arrivals from 0 s), SLOs at κ (the history regenerated with
@@ -88,6 +94,17 @@ class HistoryWorld:
         if kappa not in self._by_kappa:
             self._by_kappa[kappa] = self.exp.generated(kappa)
         return window(self._by_kappa[kappa], day * DAY_S, (day + 1) * DAY_S)
+
+    def class_scale(self, day: int, kappa: float, predictor: _core.Predictor) -> dict[str, float]:
+        """The Workload Simulator's latency scale per class (:func:`autoslo.tuner.class_latency_scale`)
+        measured on the day before ``day``: its real workload at κ run by the untuned configuration
+        on the emulator, as the warehouse would have run it before any tuning. Every history the
+        tunings use (1 day or more) includes that day."""
+        if (day, kappa) not in self._scales:
+            untuned = ExecutionConfig(json.loads(_core.untuned_config(replace(self.exp.settings, tau=self.exp.tau, seed=self.exp.seed).to_json())))
+            past = emulate(self.actual(day - 1, kappa), config=untuned, seed=self.exp.seed, predictor=predictor)
+            self._scales[day, kappa] = class_latency_scale(past.trace, predictor)
+        return self._scales[day, kappa]
 
     def out_of_reach(self) -> dict[str, dict[str, Any]]:
         """Per scenario, the shares of the target day's queries no eligible size (and no 64 RPU
@@ -111,6 +128,8 @@ def outcome(r: EmulationResult) -> dict[str, Any]:
 
 def tuned_config(world: HistoryWorld, day: int, kappa: float, history: int, predictor: _core.Predictor) -> tuple[ExecutionConfig, dict[str, Any]]:
     settings = replace(world.exp.settings, tau=world.exp.tau, seed=world.exp.seed)
+    if world.exp.calibrate_simulator and history > 0:
+        settings = replace(settings, simulator_class_scale=world.class_scale(day, kappa, predictor))
     target = START + dt.timedelta(days=day)
     r = tune(world.reservoir, target, settings=settings, history_days=history, kappa=kappa, predictor=predictor)
     return r.config, r.report
@@ -134,7 +153,10 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
         for d, k, h in tqdm(jobs, desc="Table 5", unit="tuning"):
             config, report = tuned_config(world, d, k, h, predictor)
             r = emulate(world.actual(d, k), config=config, seed=exp.seed, predictor=predictor)
-            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}, **outcome(r)})
+            tuning = {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}
+            if exp.calibrate_simulator and h > 0:
+                tuning["simulator_class_scale"] = world.class_scale(d, k, predictor)
+            rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": tuning, **outcome(r)})
     summary = {}
     for h in exp.history:
         if h == 0:
@@ -164,6 +186,7 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
         "queries_per_day": exp.queries_per_day,
         "tau": exp.tau,
         "settings": exp.settings.__dict__,
+        "calibrate_simulator": exp.calibrate_simulator,
         "rows": rows,
         "slo_infeasible": out_of_reach,
         "mean_change_vs_no_past_data": summary,
@@ -286,9 +309,17 @@ def plot_cost_vs_violations(out: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def experiment(seed: int = 0, queries_per_day: float | None = None, target_days: Sequence[int] | None = None, kappas: Sequence[float] | None = None, history: Sequence[int] | None = None, settings: TunerSettings | None = None) -> TunerExperiment:
+def experiment(
+    seed: int = 0,
+    queries_per_day: float | None = None,
+    target_days: Sequence[int] | None = None,
+    kappas: Sequence[float] | None = None,
+    history: Sequence[int] | None = None,
+    settings: TunerSettings | None = None,
+    calibrate_simulator: bool = False,
+) -> TunerExperiment:
     """A :class:`TunerExperiment` with the given fields changed."""
-    e = TunerExperiment(seed=seed)
+    e = TunerExperiment(seed=seed, calibrate_simulator=calibrate_simulator)
     if queries_per_day is not None:
         e = replace(e, queries_per_day=queries_per_day)
     if target_days is not None:

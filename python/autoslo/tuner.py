@@ -35,6 +35,7 @@ from autoslo import _core
 from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
+from autoslo.traces import trace_classes
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
@@ -455,7 +456,10 @@ class TunerSettings:
     ``_core.DEFAULT_COST_TOLERANCE``, 0.05): among configurations that meet the simulated target
     within this fraction of the cheapest one's cost, the Configuration Tuner takes the one with the
     fewest simulated violations, a change measured in ``docs/tuner.md``; 0 is BestWithTarget as
-    listed."""
+    listed. ``simulator_class_scale`` (class name → multiplier in [0.05, 20]; ``None``, the paper's
+    simulator, by default) makes the Workload Simulator take each query of a listed class as its
+    prediction times that class's multiplier, as :func:`class_latency_scale` measures it on the
+    warehouse's own past executions: a change, measured in ``docs/tuner.md``."""
 
     tau: float = 0.1
     tau_simulated: float | None = None
@@ -463,6 +467,7 @@ class TunerSettings:
     simulator_cold_start_factor: float | None = None
     simulator_cold_start_s: float = 300.0
     simulator_noise_sigma: float | None = None
+    simulator_class_scale: dict[str, float] | None = None
     initial_clusters: list[list[int]] = field(default_factory=lambda: [[16], [32]])
     autoscaler: dict[str, Any] | None = field(default_factory=dict)
     routing: str = "autoslo"
@@ -567,6 +572,33 @@ def tune(
     r["tuned"] = True
     r["days_used"] = [day_of(d).isoformat() for d in r["days_used"]]
     return TuneResult(ExecutionConfig(r.pop("config")), r)
+
+
+def class_latency_scale(trace: pa.Table, predictor: _core.Predictor | None = None, *, min_queries: int = 30) -> dict[str, float]:
+    """How much slower than ``predictor`` (default: the bundled Iconq+) the warehouse ran each
+    workload class in ``trace``, its past executions (an ``autoslo emulate`` or live trace, with a
+    ``class`` column): for each class with at least ``min_queries`` completed queries the predictor
+    scores from their full neighbour sets, ``exp`` of the mean of ln latency − ln prediction (the
+    geometric mean of latency / prediction). Classes with fewer are left out (the simulator takes
+    their predictions as they are). The result is ``TunerSettings.simulator_class_scale``: the
+    Workload Simulator then runs each class as the warehouse did, relative to the predictor (a
+    change to the paper's simulator, measured in ``docs/tuner.md``)."""
+    if isinstance(min_queries, bool) or not isinstance(min_queries, int) or min_queries < 1:
+        raise ValueError(f"min_queries must be a whole number ≥ 1, got {min_queries!r}")
+    p = predictor_for(True, predictor)
+    r = p.predict_trace(trace)
+    classes = trace_classes(trace, r)
+    if classes is None:
+        raise ValueError(f"the trace has no `class` column (it has {', '.join(trace.column_names)}): the latency scale is per workload class")
+    keep = ~np.asarray(r["censored"], dtype=bool)
+    residual = np.asarray(r["ln_label"])[keep] - np.asarray(r["ln_pred"])[keep]
+    classes = classes[keep]
+    out: dict[str, float] = {}
+    for c in sorted(set(classes.tolist())):
+        m = classes == c
+        if int(m.sum()) >= min_queries:
+            out[str(c)] = float(np.exp(residual[m].mean()))
+    return out
 
 
 def find_good_spinup_time(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from autoslo import argtypes
 from autoslo.bundled import load
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
-from autoslo.tuner import Reservoir, TunerSettings, tune
+from autoslo.tuner import Reservoir, TunerSettings, class_latency_scale, tune
 from autoslo.workloads import check_output
 
 
@@ -71,13 +72,22 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
 def cmd_tune(args: argparse.Namespace) -> int:
     check_output(args.out)
     settings = _settings(args)
+    predictor = load(args.model) if args.model else None
+    if args.simulator_scale_from:
+        trace = pq.read_table(args.simulator_scale_from) if Path(args.simulator_scale_from).is_file() else None
+        if trace is None:
+            raise FileNotFoundError(f"no trace at {args.simulator_scale_from}")
+        scale = class_latency_scale(trace, predictor)
+        settings = replace(settings, simulator_class_scale=scale)
+        if not args.json:
+            print("simulator latency scale per class (from " + args.simulator_scale_from + "): " + ", ".join(f"{c} ×{v:.2f}" for c, v in scale.items()))
     result = tune(
         Reservoir(args.reservoir, create=False),
         args.day,
         settings=settings,
         history_days=args.history_days,
         kappa=args.kappa,
-        predictor=load(args.model) if args.model else None,
+        predictor=predictor,
         progress=not args.json,
         backend=RayBackend(args.ray_address) if args.backend == "ray" else None,
     )
@@ -140,6 +150,12 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=argtypes.count(0), help="seed of the forecasts and the search (default 0)")
     p.add_argument("--settings", metavar="FILE.yaml", help="tuner settings (any field of autoslo.tuner.TunerSettings)")
     p.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    p.add_argument(
+        "--simulator-scale-from",
+        dest="simulator_scale_from",
+        metavar="TRACE.parquet",
+        help="scale the Workload Simulator's latencies per workload class as the warehouse ran them in this trace (`autoslo emulate --trace`, or a live trace): a change to the paper's simulator, off by default (docs/tuner.md)",
+    )
     p.add_argument("--backend", choices=("rayon", "ray"), default="rayon", help="where SimulateBatch runs: this machine's cores (rayon, default) or a Ray cluster (pip install 'autoslo[ray]')")
     p.add_argument("--ray-address", dest="ray_address", metavar="ADDRESS", help="Ray cluster to join with --backend ray (default: RAY_ADDRESS, or a local cluster)")
     p.add_argument("--json", action="store_true", help="print the configuration and the report as JSON")

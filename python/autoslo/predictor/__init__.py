@@ -26,6 +26,7 @@ import pyarrow as pa
 from autoslo import _core
 from autoslo._core import ClusterPredictor, Counterfactual, Predictor
 from autoslo.bundled import BUNDLED, bundled_model_dir, load
+from autoslo.traces import trace_classes
 from autoslo.predictor.data import REDBENCH, DataConfig, TraceSet, test_split
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
@@ -86,16 +87,6 @@ def noise_floor() -> dict:
     return {"overall": qerror_summary(lp, ll), "per_rpu": per_rpu}
 
 
-def _classes_of(trace: pa.Table, r: dict) -> np.ndarray | None:
-    """The workload class of each row of ``predict_trace``'s result (matched by run and query id)."""
-    if "class" not in trace.column_names:
-        return None
-    runs = trace["run"].to_numpy() if "run" in trace.column_names else np.zeros(trace.num_rows, dtype=np.int64)
-    by_key = dict(zip(zip(runs.tolist(), trace["query_id"].to_pylist()), trace["class"].to_pylist()))
-    rr = r["run"] if "run" in trace.column_names else np.zeros(len(r["query_id"]), dtype=np.int64)
-    return np.array([by_key[(int(a), int(q))] for a, q in zip(rr, r["query_id"])], dtype=object)
-
-
 def _per_class(lp: np.ndarray, ll: np.ndarray, classes: np.ndarray) -> dict:
     out = {}
     for c in sorted(set(classes.tolist())):
@@ -127,7 +118,7 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
         keep = ~r["censored"]
         lp, ll, size = r["ln_pred"][keep], r["ln_label"][keep], r["cluster_size"][keep]
         stage_q = qerror_summary(np.log(r["stage_s"][keep]), ll)
-        classes = _classes_of(trace, r)
+        classes = trace_classes(trace, r)
         out["variants"][name] = {
             "overall": qerror_summary(lp, ll),
             "mean_ln_residual": float(np.mean(ll - lp)) if len(ll) else float("nan"),

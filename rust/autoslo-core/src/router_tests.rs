@@ -117,8 +117,8 @@ fn simulator_copying_the_routers_arrivals_equals_computing_them() {
     let w = base_workload(1.0, 3, &SloTable::paper(2.0).unwrap()).unwrap();
     let cfg = SimulatorConfig::default();
     for search in [Search::BranchAndBound, Search::Exhaustive] {
-        let copied = simulate(&p, &w, &[8, 16], &mut AutoSloRouter::new(p.clone(), cfg.billing).with_search(search), &mut StaticScaler, cfg).unwrap();
-        let computed = simulate(&p, &w, &[8, 16], &mut Hidden(AutoSloRouter::new(p.clone(), cfg.billing).with_search(search)), &mut StaticScaler, cfg).unwrap();
+        let copied = simulate(&p, &w, &[8, 16], &mut AutoSloRouter::new(p.clone(), cfg.billing).with_search(search), &mut StaticScaler, cfg.clone()).unwrap();
+        let computed = simulate(&p, &w, &[8, 16], &mut Hidden(AutoSloRouter::new(p.clone(), cfg.billing).with_search(search)), &mut StaticScaler, cfg.clone()).unwrap();
         assert_eq!(copied, computed, "{search:?}");
     }
     // Every arrival is copied from the AutoSLO router on the same model, none otherwise: from the
@@ -126,7 +126,7 @@ fn simulator_copying_the_routers_arrivals_equals_computing_them() {
     let other = model();
     assert!(p.same_model(&p.clone()) && !p.same_model(&other));
     let copies = |r: &mut dyn Router| {
-        let mut sim = WorkloadSimulator::new(&p, &w, &[8, 16], cfg).unwrap();
+        let mut sim = WorkloadSimulator::new(&p, &w, &[8, 16], cfg.clone()).unwrap();
         sim.run_until(f64::INFINITY, r, &mut StaticScaler).unwrap();
         (sim.arrivals_copied(), sim.finish(r, &mut StaticScaler).unwrap())
     };
@@ -143,7 +143,7 @@ fn simulator_completes_everything_and_forks_identically() {
     let w = base_workload(0.2, 2, &SloTable::paper(2.0).unwrap()).unwrap();
     let cfg = SimulatorConfig::default();
     let mut r = AutoSloRouter::new(p.clone(), cfg.billing);
-    let t = simulate(&p, &w, &[16, 16], &mut r, &mut StaticScaler, cfg).unwrap();
+    let t = simulate(&p, &w, &[16, 16], &mut r, &mut StaticScaler, cfg.clone()).unwrap();
     assert_eq!(t.rows.len(), w.len());
     let billed: f64 = t.clusters.iter().map(|c| c.cost).sum();
     let attributed: f64 = t.rows.iter().map(|r| r.cost).sum();
@@ -152,7 +152,7 @@ fn simulator_completes_everything_and_forks_identically() {
 
     // Branch halfway: both branches, continued with equal routers, end identically.
     let mut r1 = AutoSloRouter::new(p.clone(), cfg.billing);
-    let mut sim = WorkloadSimulator::new(&p, &w, &[16, 16], cfg).unwrap();
+    let mut sim = WorkloadSimulator::new(&p, &w, &[16, 16], cfg.clone()).unwrap();
     sim.run_until(w.queries()[150].arrival, &mut r1, &mut StaticScaler).unwrap();
     let branch = sim.fork();
     let mut r2 = r1.clone();
@@ -434,6 +434,37 @@ fn simulator_latency_noise_scatters_each_query_around_its_prediction_with_the_sa
     for sigma in [-0.1, f64::NAN, 3.5] {
         let bad = SimulatorConfig { noise: Some(LatencyNoise { sigma, seed: 0 }), ..Default::default() };
         assert!(WorkloadSimulator::new(&p, &w, &[16], bad).is_err(), "σ = {sigma} accepted");
+    }
+}
+
+#[test]
+fn simulator_class_latency_scale_slows_the_listed_classes_only() {
+    use crate::control::RoundRobin;
+    use crate::simulator::ClassLatencyScale;
+    use crate::workload::Workload;
+    let p = model();
+    let base = base_workload(0.02, 2, &SloTable::paper(2.0).unwrap()).unwrap();
+    // Every other query a backfill.
+    let qs = base.queries().iter().enumerate().map(|(k, q)| crate::workload::Query { class: (k % 2) as u32, ..q.clone() }).collect();
+    let w = Workload::new(qs, base.tenants().to_vec(), vec!["adhoc".into(), "backfill".into()]).unwrap();
+    let run = |scale: Option<Vec<(&str, f64)>>| {
+        let class_scale = scale.map(|v| ClassLatencyScale::new(v.into_iter().map(|(c, s)| (c.to_string(), s))).unwrap());
+        simulate(&p, &w, &[16], &mut RoundRobin::default(), &mut StaticScaler, SimulatorConfig { class_scale, ..Default::default() }).unwrap()
+    };
+    let plain = run(None);
+    assert_eq!(run(Some(vec![("adhoc", 1.0), ("backfill", 1.0)])), plain, "scale 1 is none");
+    assert_eq!(run(Some(vec![("report", 3.0)])), plain, "a class the workload does not have changes nothing");
+    let scaled = run(Some(vec![("backfill", 2.0)]));
+    let median_ratio = |class: u32| {
+        let mut r: Vec<f64> = scaled.rows.iter().zip(&plain.rows).filter(|(a, _)| w.queries()[a.query].class == class).map(|(a, b)| a.latency / b.latency).collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    // Backfills take twice their predictions; the rest only feel the longer backfills beside them.
+    assert!((1.9..2.1).contains(&median_ratio(1)), "backfills ×{}", median_ratio(1));
+    assert!((0.99..1.1).contains(&median_ratio(0)), "ad hoc ×{}", median_ratio(0));
+    for bad in [vec![("backfill", 0.0)], vec![("backfill", f64::NAN)], vec![("backfill", 25.0)], vec![("backfill", 2.0), ("backfill", 3.0)]] {
+        assert!(ClassLatencyScale::new(bad.iter().map(|(c, s)| (c.to_string(), *s))).is_err(), "{bad:?} accepted");
     }
 }
 

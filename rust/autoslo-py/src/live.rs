@@ -108,7 +108,7 @@ pub fn simulate(
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = crate::with_slo_policy(workload_in(workload, None, None, None, None)?, config)?;
     let p = &predictor.get().inner;
-    let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s, cold_start: None, noise: None };
+    let cfg = SimulatorConfig { billing: BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s }, spinup_s, teardown_s, timeout_s, ..SimulatorConfig::default() };
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     // `progress(done, total)` is called now and then; Ctrl-C, or a callback returning False, stops

@@ -1,10 +1,11 @@
 //! The Policy Tuner from Python: conversions only. Long calls run the core on a worker thread
 //! while this thread reports progress and watches for Ctrl-C.
 
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use autoslo_core::simulator::{LatencyNoise, SimulatorConfig};
+use autoslo_core::simulator::{ClassLatencyScale, LatencyNoise, SimulatorConfig};
 use autoslo_core::billing::BillingPolicy;
 use autoslo_core::emulator::ColdStart;
 use autoslo_core::router::RouterOptions;
@@ -47,10 +48,28 @@ fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: im
     out.map_err(err)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool, cold_start: Option<ColdStart>, noise: Option<LatencyNoise>) -> BatchSettings {
+/// The Workload Simulator's changes to the paper's simulator (each `None`: the paper's).
+#[derive(Default)]
+struct SimChanges {
+    cold_start: Option<ColdStart>,
+    noise: Option<LatencyNoise>,
+    class_scale: Option<ClassLatencyScale>,
+}
+
+impl SimChanges {
+    fn of(sim: &SimulatorConfig) -> Self {
+        Self { cold_start: sim.cold_start, noise: sim.noise, class_scale: sim.class_scale.clone() }
+    }
+
+    fn of_spec(spec: &TunerSpec) -> CoreResult<Self> {
+        Ok(Self { cold_start: spec.simulator_cold_start()?, noise: spec.simulator_noise()?, class_scale: spec.simulator_class_scale()? })
+    }
+}
+
+fn settings(timeout_s: Option<f64>, spinup_s: f64, teardown_s: f64, price_per_rpu_hour: f64, billing_minimum_s: f64, keep_logs: bool, changes: SimChanges) -> BatchSettings {
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s, cold_start, noise }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
+    let SimChanges { cold_start, noise, class_scale } = changes;
+    BatchSettings { sim: SimulatorConfig { billing, spinup_s, teardown_s, timeout_s, cold_start, noise, class_scale }, router: RouterOptions { billing, ..RouterOptions::default() }, keep_logs }
 }
 
 /// The keyword arguments of [`simulate_pairs`] that rebuild `s` (what a remote worker receives).
@@ -60,6 +79,7 @@ fn settings_dict<'py>(py: Python<'py>, s: &BatchSettings) -> PyResult<Bound<'py,
     d.set_item("cold_start_duration_s", s.sim.cold_start.map_or(ColdStart::default().duration_s, |c| c.duration_s))?;
     d.set_item("noise_sigma", s.sim.noise.map(|n| n.sigma))?;
     d.set_item("noise_seed", s.sim.noise.map_or(0, |n| n.seed))?;
+    d.set_item("class_scale", s.sim.class_scale.as_ref().map(|c| c.by_class().iter().cloned().collect::<BTreeMap<String, f64>>()))?;
     d.set_item("timeout_s", s.sim.timeout_s)?;
     d.set_item("spinup_s", s.sim.spinup_s)?;
     d.set_item("teardown_s", s.sim.teardown_s)?;
@@ -126,8 +146,8 @@ impl BatchBackend for PyBackend {
     fn run(&self, batch: &Batch<'_>) -> CoreResult<Vec<SimOutcome>> {
         let (timeout_s, spinup_s, teardown_s) = (batch.settings.sim.timeout_s, batch.settings.sim.spinup_s, batch.settings.sim.teardown_s);
         let b = batch.settings.sim.billing;
-        if settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs, batch.settings.sim.cold_start, batch.settings.sim.noise) != *batch.settings {
-            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing, the simulator's cold start and latency noise, and keep_logs travel)"));
+        if settings(timeout_s, spinup_s, teardown_s, b.price_per_rpu_hour, b.minimum_s, batch.settings.keep_logs, SimChanges::of(&batch.settings.sim)) != *batch.settings {
+            return Err(self.fail("these batch settings cannot be sent to remote workers (only timeout, spinup, teardown, billing, the simulator's cold start, latency noise and class latency scale, and keep_logs travel)"));
         }
         let n = batch.len();
         if n == 0 {
@@ -180,7 +200,7 @@ fn backend_of(py: Python<'_>, backend: Option<Py<PyAny>>) -> PyResult<Box<dyn Ba
 /// `threads` threads: a remote worker's share of a batch. Returns the outcome table, its `job`
 /// column taken from `jobs`.
 #[pyfunction]
-#[pyo3(signature = (configs, workloads, pairs, jobs, predictor, threads=None, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, cold_start_factor=None, cold_start_duration_s=300.0, noise_sigma=None, noise_seed=0))]
+#[pyo3(signature = (configs, workloads, pairs, jobs, predictor, threads=None, keep_logs=false, timeout_s=Some(3600.0), spinup_s=300.0, teardown_s=200.0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, cold_start_factor=None, cold_start_duration_s=300.0, noise_sigma=None, noise_seed=0, class_scale=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate_pairs(
     py: Python<'_>,
@@ -200,6 +220,7 @@ pub fn simulate_pairs(
     cold_start_duration_s: f64,
     noise_sigma: Option<f64>,
     noise_seed: u64,
+    class_scale: Option<BTreeMap<String, f64>>,
 ) -> PyResult<Py<PyAny>> {
     if jobs.len() != pairs.len() {
         return Err(AutoSloCoreError::new_err(format!("{} pairs but {} job ids", pairs.len(), jobs.len())));
@@ -208,7 +229,8 @@ pub fn simulate_pairs(
     let p = &predictor.get().inner;
     let cold_start = cold_start_factor.map(|factor| ColdStart { factor, duration_s: cold_start_duration_s }.validated()).transpose().map_err(err)?;
     let noise = noise_sigma.map(|sigma| LatencyNoise { sigma, seed: noise_seed }.validated()).transpose().map_err(err)?;
-    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs, cold_start, noise);
+    let class_scale = class_scale.map(ClassLatencyScale::new).transpose().map_err(err)?;
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs, SimChanges { cold_start, noise, class_scale });
     let outs = py.detach(|| tuner::simulate_pairs(p, &configs, &ws, &pairs, &s, threads)).map_err(err)?;
     Ok(crate::convert::outcomes_table(&jobs, &outs, keep_logs)?.into_pyarrow(py)?.unbind())
 }
@@ -298,7 +320,7 @@ pub fn simulate_batch(
 ) -> PyResult<Vec<Vec<Py<PyDict>>>> {
     let (configs, ws) = batch_inputs(&configs, workloads)?;
     let p = &predictor.get().inner;
-    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs, None, None);
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, keep_logs, SimChanges::default());
     let backend = backend_of(py, backend)?;
     let m = with_progress(py, &progress, |c| tuner::simulate_batch(p, &configs, &ws, &s, backend.as_ref(), c))?;
     m.iter().map(|row| row.iter().map(|o| outcome_dict(py, o).map(Bound::unbind)).collect()).collect()
@@ -350,7 +372,7 @@ pub fn tune(
     let spec = TunerSpec::from_json(spec).map_err(err)?;
     let params = spec.params(spinup_s).map_err(err)?;
     let p = &predictor.get().inner;
-    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false, spec.simulator_cold_start().map_err(err)?, spec.simulator_noise().map_err(err)?);
+    let s = settings(timeout_s, spinup_s, teardown_s, price_per_rpu_hour, billing_minimum_s, false, SimChanges::of_spec(&spec).map_err(err)?);
     let backend = backend_of(py, backend)?;
     let r = with_progress(py, &progress, |c| tuner::tune(p, &h, target, &slo, &params, &s, backend.as_ref(), c))?;
     let d = PyDict::new(py);

@@ -84,7 +84,7 @@ pub fn agg_perf(outcomes: &[SimOutcome], alpha: Aggregate) -> (f64, f64) {
 }
 
 /// Settings shared by every simulation of a batch.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BatchSettings {
     pub sim: SimulatorConfig,
     pub router: RouterOptions,
@@ -202,7 +202,7 @@ pub fn simulate_config(predictor: &Predictor, config: &ExecutionConfig, workload
 pub fn simulate_config_with_progress(predictor: &Predictor, config: &ExecutionConfig, workload: &Workload, settings: &BatchSettings, progress: Progress<'_>) -> Result<SimOutcome> {
     let mut router = router_by_name(&config.routing, Some(predictor), settings.router)?;
     let mut scaler = config.scaler(settings.sim.spinup_s)?;
-    let trace = simulate_with_progress(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim, progress)?;
+    let trace = simulate_with_progress(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim.clone(), progress)?;
     let qs = workload.queries();
     let mut violations = 0;
     let mut log = Vec::with_capacity(if settings.keep_logs { trace.rows.len() } else { 0 });

@@ -272,7 +272,7 @@ pub fn tune_config(
     if space.initial_clusters.iter().any(|c| c.is_empty() || c.contains(&0)) {
         return Err(AutoSloError::InvalidConfig("every candidate initial cluster set must list positive sizes".into()));
     }
-    let settings = BatchSettings { keep_logs: false, ..*settings };
+    let settings = BatchSettings { keep_logs: false, ..settings.clone() };
     let mut sims = 0;
     let mut evaluated: Vec<Evaluated> = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();

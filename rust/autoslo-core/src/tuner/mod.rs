@@ -88,6 +88,10 @@ pub struct TunerSpec {
     /// The Workload Simulator's latency noise σ (`simulator::LatencyNoise`, drawn from `seed`).
     /// `None`: none, as in the paper's simulator. **A change** when set (see `docs/tuner.md`).
     pub simulator_noise_sigma: Option<f64>,
+    /// The Workload Simulator's latency scale per workload class (`simulator::ClassLatencyScale`),
+    /// as measured on the warehouse's past executions. `None`: none, as in the paper's simulator.
+    /// **A change** when set (see `docs/tuner.md`).
+    pub simulator_class_scale: Option<std::collections::BTreeMap<String, f64>>,
     /// Initial cluster sets, one initial configuration each (the candidates I of Algorithm 4).
     pub initial_clusters: Vec<Vec<u32>>,
     /// The Autoscaler of every candidate (`None`: scheduled spinups only).
@@ -131,6 +135,7 @@ impl Default for TunerSpec {
             simulator_cold_start_factor: None,
             simulator_cold_start_s: 300.0,
             simulator_noise_sigma: None,
+            simulator_class_scale: None,
             initial_clusters: vec![vec![16], vec![32]],
             autoscaler: Some(AutoscalerKnobs::default()),
             routing: "autoslo".into(),
@@ -177,10 +182,19 @@ impl TunerSpec {
             .map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: simulator_noise_sigma: {e}")))
     }
 
+    /// The simulator's latency scale per class these settings ask for (validated), if any.
+    pub fn simulator_class_scale(&self) -> Result<Option<crate::simulator::ClassLatencyScale>> {
+        let Some(by_class) = &self.simulator_class_scale else { return Ok(None) };
+        crate::simulator::ClassLatencyScale::new(by_class.iter().map(|(c, s)| (c.clone(), *s)))
+            .map(Some)
+            .map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: simulator_class_scale: {e}")))
+    }
+
     /// The pipeline's parameters; `spinup_s` is the engines' spinup delay δ.
     pub fn params(&self, spinup_s: f64) -> Result<PolicyTunerParams> {
         self.simulator_cold_start()?;
         self.simulator_noise()?;
+        self.simulator_class_scale()?;
         if !(self.cost_tolerance.is_finite() && self.cost_tolerance >= 0.0) {
             return Err(AutoSloError::out_of_range("cost_tolerance", "a fraction ≥ 0", self.cost_tolerance));
         }

@@ -178,8 +178,8 @@ pub fn schedule_spinups(
     if initial.is_empty() || training.is_empty() || validation.is_empty() {
         return Err(AutoSloError::InvalidConfig("ScheduleSpinups needs at least one initial configuration, one training and one validation workload".into()));
     }
-    let with_logs = BatchSettings { keep_logs: true, ..*settings };
-    let no_logs = BatchSettings { keep_logs: false, ..*settings };
+    let with_logs = BatchSettings { keep_logs: true, ..settings.clone() };
+    let no_logs = BatchSettings { keep_logs: false, ..settings.clone() };
     let mut sims = 0;
     let mut best: Vec<ExecutionConfig> = initial.to_vec(); // line 1
     let mut base: Vec<(f64, f64)> = vec![(0.0, 0.0); initial.len()];
