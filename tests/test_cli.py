@@ -124,6 +124,8 @@ def test_settings_a_policy_ignores_are_refused_from_python() -> None:
         autoslo.AutoscalerConfig(policy="rais", mu=3)
     with pytest.raises(ValueError, match="`warehouse_size`"):
         autoslo.AutoscalerConfig(policy="autoslo", warehouse_size=8)
+    with pytest.raises(ValueError, match="`selector_spinup_on_tie` applies to the autoslo, add-best, vertical policies"):
+        autoslo.AutoscalerConfig(policy="snowflake-standard", selector_spinup_on_tie=True)
     wl = autoslo.base_workload(0.1, seed=0, kappa=2).slice(0, 20)
     with pytest.raises(autoslo.AutoSloCoreError, match="takes no trigger"):
         autoslo.emulate(wl, [16], autoscaler=autoslo.AutoscalerConfig(policy="snowflake-economy", trigger="observed"))

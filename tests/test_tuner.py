@@ -148,6 +148,10 @@ def test_execution_configs_round_trip_and_reject_unknown_fields(tmp_path: Path) 
     path.write_text("initial_clusters: [16]\nautoscaler:\n  mu: 0\n")
     with pytest.raises(autoslo.AutoSloCoreError, match="μ"):
         T.ExecutionConfig.load(path)
+    # The selector's tie change (off unless asked) is kept when asked for.
+    assert "selector_spinup_on_tie" not in cfg.autoscaler
+    path.write_text("initial_clusters: [16]\nautoscaler:\n  selector_spinup_on_tie: true\n")
+    assert T.ExecutionConfig.load(path).autoscaler["selector_spinup_on_tie"] is True
 
 
 def test_emulate_runs_a_configuration_with_its_schedule() -> None:

@@ -42,6 +42,7 @@ _POLICY_SETTINGS: dict[str, tuple[str, ...]] = {
     "mu": SELECTOR_POLICIES,
     "selector_headroom": SELECTOR_POLICIES,
     "selector_counts_backlog": SELECTOR_POLICIES,
+    "selector_spinup_on_tie": SELECTOR_POLICIES,
     "tau_trigger": TRIGGERED_POLICIES,
     "warehouse_size": SNOWFLAKE_POLICIES,
 }
@@ -66,6 +67,8 @@ class AutoscalerConfig:
     ``selector_counts_backlog``: whether a selector branch's outcome includes every query still
     running at its end (Algorithm 3's line 27 as listed; the default) or only those issued after
     the new cluster is available (as the paper's Figure 4 draws it; see ``docs/autoscaler.md``).
+    ``selector_spinup_on_tie``: whether the largest size tied with do-nothing is spun up (a
+    change; default ``False``, Algorithm 3, where a spinup must strictly improve on doing nothing).
     A setting the chosen policy does not read (``mu`` for ``rais``, ``warehouse_size`` for
     ``autoslo``) raises ``ValueError`` instead of being ignored.
     """
@@ -90,6 +93,7 @@ class AutoscalerConfig:
     rais_level: str = "balanced"
     selector_headroom: float | None = None
     selector_counts_backlog: bool | None = None
+    selector_spinup_on_tie: bool | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in _core.SCALING_POLICIES:

@@ -141,11 +141,14 @@ def _spinup_size_config(method: str, force_at: float, selector: Mapping[str, Any
     return AutoscalerConfig(policy=method, trigger="never", force_at=force_at, teardown=False, sizes=AUTOSCALER_SIZES)
 
 
-def _trigger_config(method: str) -> AutoscalerConfig:
-    """Table 4: the standard selector (add-best) behind each trigger; the scalers users run today."""
+def _trigger_config(method: str, selector: Mapping[str, Any] | None = None) -> AutoscalerConfig:
+    """Table 4: the standard selector (add-best) behind each trigger; the scalers users run today.
+    ``selector``'s settings go on top of the ``autoslo`` policy's."""
     if method == "noop":
         return AutoscalerConfig(policy="noop", sizes=AUTOSCALER_SIZES)
-    if method in ("autoslo", "snowflake-standard", "snowflake-economy", "rais"):
+    if method == "autoslo":
+        return replace(AutoscalerConfig(policy=method, sizes=AUTOSCALER_SIZES), **(selector or {}))
+    if method in ("snowflake-standard", "snowflake-economy", "rais"):
         return AutoscalerConfig(policy=method, sizes=AUTOSCALER_SIZES)
     return AutoscalerConfig(policy="add-best", trigger=method, sizes=AUTOSCALER_SIZES)
 
@@ -182,7 +185,7 @@ def _autoscaler_table(
                     cfg = _spinup_size_config(m, force_at=arrivals[int(0.2 * n)], selector=selector)
                     first = int(0.8 * n)  # measure the last 20 %
                 else:
-                    cfg = _trigger_config(m)
+                    cfg = _trigger_config(m, selector)
                     first = 0
                 r = emulate(wl, list(clusters), seed=s, routing="autoslo", predictor=predictor, autoscaler=cfg)
                 measured = r.trace.slice(first)
@@ -265,12 +268,14 @@ def reproduce_trigger(
     scenarios: Sequence[tuple[float, float, tuple[int, ...]]] = AUTOSCALER_SCENARIOS,
     queries: int | None = None,
     predictor: _core.Predictor | None = None,
+    selector: Mapping[str, Any] | None = None,
 ) -> dict:
     """Table 4 (§8.6) on the emulator, over the whole workload: the standard Spinup Size Selector
     behind the ``queue@32``, ``observed`` and ``combined`` (Algorithm 2, the paper's) triggers,
     against ``noop``; and Snowflake's ``standard`` and ``economy`` policies and the RAIS-like
-    scaler on the same scenarios. All route with ``autoslo``; teardown is on."""
-    return _autoscaler_table("trigger", seed, methods, scenarios, predictor, queries)
+    scaler on the same scenarios. All route with ``autoslo``; teardown is on. ``selector``
+    overrides :class:`AutoscalerConfig` fields of the ``autoslo`` method only."""
+    return _autoscaler_table("trigger", seed, methods, scenarios, predictor, queries, selector)
 
 
 # --- Everything at once: docs/results ---

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use crate::{err, parse_schedule, AutoSloCoreError};
 
 /// Keys an autoscaler spec may hold.
-pub const SPEC_KEYS: [&str; 20] = [
+pub const SPEC_KEYS: [&str; 21] = [
     "policy",
     "trigger",
     "tau",
@@ -30,6 +30,7 @@ pub const SPEC_KEYS: [&str; 20] = [
     "rais_level",
     "selector_headroom",
     "selector_counts_backlog",
+    "selector_spinup_on_tie",
 ];
 
 fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
@@ -95,6 +96,7 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
             p.force_at = get(&d, "force_at")?;
             p.selector_headroom = get(&d, "selector_headroom")?;
             p.selector_counts_backlog = get(&d, "selector_counts_backlog")?;
+            p.selector_spinup_on_tie = get(&d, "selector_spinup_on_tie")?;
             let mut o = ScalerOptions { warehouse_size: get(&d, "warehouse_size")?, ..Default::default() };
             set!("max_concurrency" => o.max_concurrency);
             if let Some(v) = get::<String>(&d, "rais_level")? {

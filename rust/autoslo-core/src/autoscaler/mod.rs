@@ -107,6 +107,9 @@ pub struct AutoscalerParams {
     /// forced decisions of Table 3 on seeds 10–14 but not whole runs (see `docs/autoscaler.md`), so
     /// no policy uses it by default.
     pub selector_counts_backlog: Option<bool>,
+    /// Whether a spinup tied with do-nothing in the selector wins the tie (**a change**; see
+    /// [`SelectorParams::spinup_on_tie`]). `None`: the listing (do-nothing wins).
+    pub selector_spinup_on_tie: Option<bool>,
 }
 
 impl Default for AutoscalerParams {
@@ -128,6 +131,7 @@ impl Default for AutoscalerParams {
             tick_s: 60.0,
             selector_headroom: None,
             selector_counts_backlog: None,
+            selector_spinup_on_tie: None,
         }
     }
 }
@@ -163,7 +167,7 @@ impl AutoscalerParams {
 
     /// The selector's share of the parameters.
     pub fn selector(&self) -> SelectorParams {
-        SelectorParams { sizes: self.sizes.clone(), spinup_s: self.spinup_s, mu: self.mu.unwrap_or(DEFAULT_MU), window_s: self.window_s, tau_target: self.tau_target, slo_headroom: self.selector_headroom.unwrap_or(1.0), count_backlog: self.selector_counts_backlog.unwrap_or(true), ..SelectorParams::default() }
+        SelectorParams { sizes: self.sizes.clone(), spinup_s: self.spinup_s, mu: self.mu.unwrap_or(DEFAULT_MU), window_s: self.window_s, tau_target: self.tau_target, slo_headroom: self.selector_headroom.unwrap_or(1.0), count_backlog: self.selector_counts_backlog.unwrap_or(true), spinup_on_tie: self.selector_spinup_on_tie.unwrap_or(false), ..SelectorParams::default() }
     }
 }
 

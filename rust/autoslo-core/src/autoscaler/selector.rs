@@ -51,6 +51,13 @@ pub struct SelectorParams {
     /// q7", issued after the new cluster is available). The listing's form lets a backlog that
     /// predates the decision, identical in every branch, dominate the violation rates.
     pub count_backlog: bool,
+    /// Whether a spinup tied with do-nothing wins the tie (**a change**): `false` is Algorithm 3,
+    /// which "only recommends a spinup if some candidate strictly improves upon this baseline".
+    /// With `true` the largest size tied with do-nothing is spun up instead. A tie means the
+    /// branches could not tell the options apart, typically because the router sent the new
+    /// cluster nothing within μ completions; the decision was asked for because violations were
+    /// seen or predicted, and a cluster the router leaves idle bills nothing.
+    pub spinup_on_tie: bool,
     /// Safety bound: a branch stops after this much simulated time past t_d + δ even if fewer
     /// than μ queries completed (a pathological window, e.g. predictions of hours).
     pub max_replay_s: f64,
@@ -58,7 +65,7 @@ pub struct SelectorParams {
 
 impl Default for SelectorParams {
     fn default() -> Self {
-        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: super::DEFAULT_MU, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, count_backlog: true, max_replay_s: 1800.0 }
+        Self { sizes: vec![4, 8, 16, 32], spinup_s: 300.0, mu: super::DEFAULT_MU, window_s: 300.0, tau_target: 0.1, slo_headroom: 1.0, count_backlog: true, spinup_on_tie: false, max_replay_s: 1800.0 }
     }
 }
 
@@ -222,7 +229,9 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
     let branches: Vec<Branch> = options.par_iter().map(|&s| branch(s)).collect::<Result<_>>()?;
     let points: Vec<(f64, f64)> = branches.iter().map(|b| (b.violation_rate, b.cost)).collect();
     let best = points[best_with_target(&points, params.tau_target).expect("at least the do-nothing branch")];
-    // Lines 31–35: do-nothing wins its ties; otherwise the largest size tied for the best.
-    let size = if points[0] == best { None } else { branches.iter().filter(|b| (b.violation_rate, b.cost) == best).filter_map(|b| b.size).max() };
+    // Lines 31–35: do-nothing wins its ties (unless `spinup_on_tie`, a change); otherwise the
+    // largest size tied for the best.
+    let largest_tied = branches.iter().filter(|b| (b.violation_rate, b.cost) == best).filter_map(|b| b.size).max();
+    let size = if points[0] == best && !params.spinup_on_tie { None } else { largest_tied };
     Ok(SpinupDecision { size, branches, prep_arrivals: i_snap - n })
 }

@@ -90,7 +90,11 @@ fn the_selector_adds_capacity_to_an_overloaded_cluster_and_does_nothing_for_an_i
     }
     let d = find_best_spinup_size(&r, &big, &window, 300.0, &params, Mode::Add).unwrap();
     assert_eq!(d.size, None, "{:?}", d.branches);
+    assert!(d.branches.iter().all(|b| (b.violation_rate, b.cost) == (d.branches[0].violation_rate, d.branches[0].cost)), "every option ties: {:?}", d.branches);
     assert_eq!(find_best_spinup_size(&r, &big, &[], 300.0, &params, Mode::Add).unwrap().size, None);
+    // With the tie change, the largest size tied with do-nothing is spun up instead.
+    let on_tie = SelectorParams { spinup_on_tie: true, ..params };
+    assert_eq!(find_best_spinup_size(&r, &big, &window, 300.0, &on_tie, Mode::Add).unwrap().size, Some(32));
 }
 
 #[test]

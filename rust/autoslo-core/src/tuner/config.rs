@@ -48,6 +48,10 @@ pub struct AutoscalerKnobs {
     pub min_clusters: usize,
     pub max_clusters: usize,
     pub selector_headroom: Option<f64>,
+    /// Whether a spinup tied with do-nothing wins the selector's tie (a change;
+    /// `AutoscalerParams::selector_spinup_on_tie`). Unset: the policy's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector_spinup_on_tie: Option<bool>,
 }
 
 impl Default for AutoscalerKnobs {
@@ -67,6 +71,7 @@ impl Default for AutoscalerKnobs {
             min_clusters: p.min_clusters,
             max_clusters: p.max_clusters,
             selector_headroom: None,
+            selector_spinup_on_tie: None,
         }
     }
 }
@@ -87,6 +92,7 @@ impl AutoscalerKnobs {
             min_clusters: self.min_clusters,
             max_clusters: self.max_clusters,
             selector_headroom: self.selector_headroom,
+            selector_spinup_on_tie: self.selector_spinup_on_tie,
             ..AutoscalerParams::default()
         }
     }
