@@ -288,3 +288,33 @@ def test_eligible_sizes_are_every_size_a_tuned_configuration_may_run() -> None:
     assert s.eligible_sizes() == [8, 16, 32, 64]
     assert T.TunerSettings(space={"initial_clusters": [[128]]}).eligible_sizes() == [16, 32, 128]
     assert T.TunerSettings(initial_clusters=[[8]], spinup_sizes=[16], autoscaler=None).eligible_sizes() == [8, 16]
+
+
+def test_simulator_fidelity_sets_the_simulated_day_beside_the_observed_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from autoslo.fidelity import simulator_fidelity
+
+    w = autoslo.redbench_workload(days=1, seed=6, queries_per_day=2000, tenants=2, kappa=2)
+    cfg = T.ExecutionConfig({"initial_clusters": [16], "autoscaler": {"policy": "autoslo", "sizes": [16, 32]}})
+    run = autoslo.emulate(w, config=cfg, seed=6)
+    out = simulator_fidelity(run.trace, cfg)
+    o = out["overall"]
+    assert o["queries"] == run.queries == sum(r["queries"] for r in out["per_class"])
+    assert o["observed_violation_rate"] == pytest.approx(run.violation_rate)
+    assert o["observed_cost"] == pytest.approx(run.cost)
+    # The simulated side is the simulator's own run of the same queries under the same configuration.
+    sim = autoslo.simulate(w, config=cfg)
+    assert o["simulated_violation_rate"] == pytest.approx(sim.violation_rate) and o["simulated_cost"] == pytest.approx(sim.cost)
+    assert o["violation_rate_gap"] == pytest.approx(o["simulated_violation_rate"] - o["observed_violation_rate"])
+    assert {r["class"] for r in out["per_class"]} == set(w["class"].to_pylist())
+    assert all(r["latency_scale"] == out["latency_scale"].get(r["class"]) for r in out["per_class"])
+    with pytest.raises(ValueError, match="lacks slo"):
+        simulator_fidelity(run.trace.drop_columns(["slo"]), cfg)
+    # The command line prints the table and the verdict.
+    trace, config = tmp_path / "day.parquet", tmp_path / "c.yaml"
+    pq.write_table(run.trace, trace)
+    cfg.save(config)
+    assert main(["fidelity", "--config", str(config), "--trace", str(trace)]) == 0
+    printed = capsys.readouterr().out
+    assert "simulated VR" in printed and "the Workload Simulator is" in printed
+    assert main(["fidelity", "--config", str(config), "--trace", str(trace), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["queries"] == run.queries

@@ -119,8 +119,40 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from autoslo.fidelity import simulator_fidelity
+
+    path = Path(args.trace)
+    if not path.is_file():
+        raise FileNotFoundError(f"no trace at {path}")
+    out = simulator_fidelity(pq.read_table(path), args.config, predictor=load(args.model) if args.model else None, seed=args.seed)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    rows = [
+        {
+            "class": r["class"],
+            "queries": r["queries"],
+            "observed VR": r["observed_violation_rate"],
+            "simulated VR": r["simulated_violation_rate"],
+            "gap (points)": 100 * r["violation_rate_gap"],
+            "observed p95 s": r["observed_latency_p95"],
+            "simulated p95 s": r["simulated_latency_p95"],
+            "latency scale": r.get("latency_scale"),
+        }
+        for r in [*out["per_class"], out["overall"]]
+    ]
+    print(fmt_table(rows, list(rows[0])))
+    o = out["overall"]
+    print(f"\ncost: observed ${o['observed_cost']:.2f}, simulated ${o['simulated_cost']:.2f}")
+    gap = 100 * o["violation_rate_gap"]
+    verdict = "optimistic" if gap < 0 else "pessimistic" if gap > 0 else "exact"
+    print(f"the Workload Simulator is {verdict} on this day by {abs(gap):.1f} points of violation rate; the tuner judges configurations by it (docs/tuner.md)")
+    return 0
+
+
 def register(sub: Any) -> None:
-    """Add ``reservoir`` and ``tune`` to the ``autoslo`` command line."""
+    """Add ``reservoir``, ``tune`` and ``fidelity`` to the ``autoslo`` command line."""
     p = sub.add_parser("reservoir", help="the Workload Reservoir: add query logs, list days", description="The Workload Reservoir the Policy Tuner forecasts from.")
     rs = p.add_subparsers(dest="action", required=True)
     a = rs.add_parser("add", help="add a query log (Parquet or CSV: arrival, template, instance, [tenant, class])")
@@ -161,3 +193,14 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the configuration and the report as JSON")
     p.set_defaults(func=cmd_tune)
 
+    p = sub.add_parser(
+        "fidelity",
+        help="how faithfully the Workload Simulator reproduces a day a configuration ran",
+        description="Replay the queries of a trace in the Workload Simulator under the configuration that ran them, and compare violation rate, cost and latency with what the warehouse did, overall and per workload class.",
+    )
+    p.add_argument("--config", required=True, metavar="CONFIG.yaml", help="the execution configuration the trace ran with")
+    p.add_argument("--trace", required=True, metavar="TRACE.parquet", help="the day's trace (`autoslo emulate --trace`, or a live run's)")
+    p.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
+    p.add_argument("--seed", type=argtypes.count(0), default=0, help="seed of the simulation (default 0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fidelity)
