@@ -77,6 +77,17 @@ def test_task_functions_run_the_cycle_and_are_idempotent(world: dict[str, Path],
     assert (A.published_config(tmp_path / "pub").provenance or {})["day"] == plan.isoformat()
     assert published["current"] is not None
     assert A.check(v) == v
+    # The day the published configuration ran: its trace replayed in the simulator, recorded beside.
+    ran = autoslo.emulate(pq.read_table(str(world["log"]).replace("{ds}", plan.isoformat())), config=A.published_config(tmp_path / "pub", plan), seed=1)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    pq.write_table(ran.trace, traces / f"{plan}.parquet")
+    f = A.record_fidelity(traces / "{ds}.parquet", tmp_path / "pub", plan, tmp_path / "staging")
+    assert f["overall"]["queries"] == ran.queries and f["overall"]["observed_violation_rate"] == pytest.approx(ran.violation_rate)
+    assert json.loads((tmp_path / "staging" / f"{plan}.fidelity.json").read_text()) == json.loads(json.dumps(f))
+    # A plain query log, or a day no configuration was published for, is recorded as skipped.
+    assert "not a trace" in A.record_fidelity(world["log"], tmp_path / "pub", plan, tmp_path / "staging")["skipped"]
+    assert "no configuration was published" in A.record_fidelity(traces / "{ds}.parquet", tmp_path / "pub-none", plan, tmp_path / "staging")["skipped"]
     with pytest.raises(A.ViolationRateAboveTarget, match="above the target τ"):
         A.check({**v, "violation_rate": 0.2, "worst_violation_rate": 0.3}, tau=0.1)
 
@@ -117,6 +128,8 @@ def test_the_example_dag_runs_two_days_reruns_and_alerts(world: dict[str, Path],
     report2 = json.loads((publish / "staging" / f"{plan2}.yaml.report.json").read_text())
     # The second day's configuration was tuned on a history holding the first day's ingest.
     assert d1.isoformat() in report2["days_used"] and report2["history_days"] == 9
+    # The logs are plain query logs: the fidelity record says so.
+    assert "not a trace" in json.loads((publish / "staging" / f"{d2}.fidelity.json").read_text())["skipped"]
     assert (A.published_config(publish).provenance or {})["day"] == plan2.isoformat()
     counts_before = T.Reservoir(reservoir).queries()
 

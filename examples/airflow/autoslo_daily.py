@@ -3,7 +3,9 @@
 Each run (logical date D, after day D ends) ingests day D's query log into the Workload
 Reservoir, tunes day D + 1's execution configuration, validates it on held-out forecasts,
 publishes it to AUTOSLO_PUBLISH_DIR/current.yaml, and fails (the alert) when its validated
-violation rate exceeds τ. Configure it with environment variables (or edit the call below):
+violation rate exceeds τ. When day D's log is a trace of the configuration published for D, it
+also records how faithfully the Workload Simulator reproduced that day (staging/D.fidelity.json).
+Configure it with environment variables (or edit the call below):
 
   AUTOSLO_RESERVOIR       the reservoir directory (shared by every run)
   AUTOSLO_QUERY_LOG       the query log of a day, `{ds}` standing for YYYY-MM-DD

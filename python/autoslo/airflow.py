@@ -15,6 +15,10 @@ day ``D`` is over) plans day ``D + 1``:
    configuration is published first: it is still the best the tuner found, and yesterday's plan is
    for another day; the failed task is the alert.
 
+Beside them, :func:`record_fidelity` — when day ``D``'s log is a trace of the configuration
+published for ``D`` (a live run's), replay it in the Workload Simulator and record how faithfully
+the simulator the tuner relies on reproduced that day (:mod:`autoslo.fidelity`).
+
 Every step is idempotent per logical date: re-running a day replaces its reservoir partition (no
 duplicate rows) and, the tuner being seeded, produces the same configuration.
 
@@ -35,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from autoslo.fidelity import TRACE_COLUMNS, simulator_fidelity
 from autoslo.ray_backend import RayBackend
 from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, _atomic, forecast, simulate_batch, tune
 from autoslo.tuner_cli import read_log
@@ -176,6 +181,33 @@ def check(validation: Mapping[str, Any], tau: float | None = None) -> dict[str, 
     return dict(validation)
 
 
+def record_fidelity(log: str | os.PathLike[str], publish_dir: str | os.PathLike[str], day: dt.date | str, out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """When day ``day``'s log (``{ds}`` in the path is the day) is a trace (it has the columns of
+    :data:`autoslo.fidelity.TRACE_COLUMNS`, as live runs write) and a configuration was published
+    for that day, replay the day in the Workload Simulator under that configuration and write the
+    comparison (:func:`autoslo.fidelity.simulator_fidelity`) to ``<out_dir>/<day>.fidelity.json``
+    atomically. Otherwise record why not (``skipped``): a plain query log has no latencies to
+    compare, and a day before the first publication ran no tuned configuration."""
+    d = _day(day)
+    path = Path(str(log).replace("{ds}", d.isoformat()))
+    out: dict[str, Any] = {"day": d.isoformat(), "log": str(path)}
+    config_path = Path(publish_dir) / f"{d.isoformat()}.yaml"
+    table = read_log(path)
+    missing = [c for c in TRACE_COLUMNS if c not in table.column_names]
+    if missing:
+        out["skipped"] = f"the log is not a trace (it lacks {', '.join(missing)})"
+    elif not config_path.exists():
+        out["skipped"] = f"no configuration was published for {d} ({config_path})"
+    else:
+        f = simulator_fidelity(table, config_path)
+        out.update(config=str(config_path), overall=f["overall"], per_class=f["per_class"], latency_scale=f["latency_scale"])
+    target = Path(out_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    with _atomic(target / f"{d.isoformat()}.fidelity.json") as tmp:
+        tmp.write_text(json.dumps(out, indent=2))
+    return out
+
+
 def published_config(publish_dir: str | os.PathLike[str], day: dt.date | str | None = None) -> ExecutionConfig:
     """The configuration published for ``day`` (default: the current one)."""
     name = "current.yaml" if day is None else f"{_day(day).isoformat()}.yaml"
@@ -202,7 +234,8 @@ def daily_tuning_dag(
     start_date: dt.datetime | None = None,
     **dag_kwargs: Any,
 ) -> Any:
-    """The daily cycle as an Airflow DAG (``ingest >> tune >> validate >> publish >> check``).
+    """The daily cycle as an Airflow DAG (``ingest >> tune >> validate >> publish >> check``,
+    and ``record_fidelity`` of the ingested day beside them).
 
     ``log`` is the query log's path, with ``{ds}`` standing for the logical date (the day ingested);
     the run for logical date ``D`` plans ``D + 1``. ``staging_dir`` (default
@@ -250,8 +283,14 @@ def daily_tuning_dag(
             except ViolationRateAboveTarget as e:
                 raise AirflowFailException(str(e)) from e
 
+        @task
+        def record_simulator_fidelity(ingested: dict[str, Any]) -> dict[str, Any]:
+            return record_fidelity(log, publish_dir, ingested["day"], staging_root)
+
         # Airflow's TaskFlow passes each task's XComArg where the function takes its value.
-        tuned = tune_next_day(ingest_log())  # type: ignore[arg-type]
+        ingested = ingest_log()
+        record_simulator_fidelity(ingested)  # type: ignore[arg-type]
+        tuned = tune_next_day(ingested)  # type: ignore[arg-type]
         alert_above_target(publish_config(tuned, validate_held_out(tuned)))  # type: ignore[arg-type]
 
     return autoslo_daily_tuning()
