@@ -318,3 +318,9 @@ def test_simulator_fidelity_sets_the_simulated_day_beside_the_observed_one(tmp_p
     assert "simulated VR" in printed and "the Workload Simulator is" in printed
     assert main(["fidelity", "--config", str(config), "--trace", str(trace), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["queries"] == run.queries
+
+
+@pytest.mark.parametrize("scale", [{"backfill": float("inf")}, {"backfill": "2"}, {1: 2.0}, [("backfill", 2.0)]])
+def test_tuner_settings_refuse_a_class_scale_that_is_not_names_to_finite_numbers(scale: object) -> None:
+    with pytest.raises(ValueError, match="simulator_class_scale"):
+        T.TunerSettings(simulator_class_scale=scale)  # type: ignore[arg-type]

@@ -494,6 +494,13 @@ class TunerSettings:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise ValueError(f"tuner setting `{name}` must be a whole number ≥ 0, got {v!r}")
+        scale = self.simulator_class_scale
+        if scale is not None:
+            if not isinstance(scale, Mapping) or not all(isinstance(c, str) for c in scale):
+                raise ValueError(f"tuner setting `simulator_class_scale` must map workload class names to multipliers, got {scale!r}")
+            for c, v in scale.items():
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                    raise ValueError(f"tuner setting `simulator_class_scale`: the multiplier of class {c!r} must be a finite number, got {v!r}")
 
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial
