@@ -119,9 +119,31 @@ def test_table5_tuner(record: Callable[[dict[str, Any]], None]) -> None:
     assert all(r["tuning"]["forecast_policy"] == "previous-day" and r["tuning"]["simulations"] > 0 for r in one)
     assert all(r["queries"] > 0 for r in rows)
     assert {g["tenant"] for g in one[0]["per_tenant_class"]} == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
+    assert set(t5["mean_change_vs_no_past_data"][1]["per_tenant"]) == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
     # The floor of SLOs out of reach, per scenario, on the sizes the configurations may use.
     assert set(t5["slo_infeasible"]) == {r["scenario"] for r in rows}
     assert all(0.0 <= f["share"] <= 1.0 and f["sizes"] == [16, 32] for f in t5["slo_infeasible"].values())
+
+
+def test_table5_per_tenant_change_weighs_each_tenants_classes_by_queries() -> None:
+    from autoslo.reproduce_tuner import per_tenant_change
+
+    def row(h: int, scenario: str, groups: list[tuple[str, str, int, float]]) -> dict[str, Any]:
+        return {"scenario": scenario, "history_days": h, "per_tenant_class": [{"tenant": t, "class": c, "queries": n, "violation_rate": v} for t, c, n, v in groups]}
+
+    rows = [
+        row(0, "a", [("t1", "adhoc", 100, 0.10), ("t1", "report", 300, 0.02), ("t2", "adhoc", 50, 0.0)]),
+        row(1, "a", [("t1", "adhoc", 100, 0.02), ("t1", "report", 300, 0.02), ("t2", "adhoc", 50, 0.04)]),
+        row(0, "b", [("t1", "adhoc", 200, 0.05), ("t2", "adhoc", 50, 0.10)]),
+        row(1, "b", [("t1", "adhoc", 200, 0.10), ("t2", "adhoc", 50, 0.05)]),
+    ]
+    out = per_tenant_change(rows, 1)
+    # t1: (10 + 6) / 400 = 4 % → (2 + 6) / 400 = 2 % in a (−50 %), 5 % → 10 % in b (+100 %).
+    assert out["t1"]["mean_violation_rate_change"] == pytest.approx((-0.5 + 1.0) / 2)
+    assert out["t1"]["untuned_violation_rate"] == pytest.approx((0.04 + 0.05) / 2) and out["t1"]["worse_in"] == 1
+    # t2 had no violations untuned in a: only b counts in its mean change, both in its rates.
+    assert out["t2"]["mean_violation_rate_change"] == pytest.approx(-0.5)
+    assert out["t2"]["tuned_violation_rate"] == pytest.approx((0.04 + 0.05) / 2) and out["t2"]["worse_in"] == 1 and out["t2"]["scenarios"] == 2
 
 
 def test_change_above_floor_counts_only_reachable_violations() -> None:

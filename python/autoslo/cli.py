@@ -506,6 +506,9 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
             above = s["mean_violation_rate_change_above_floor"]
             floor = f"; {above:+.1%} above the SLOs out of reach" if above is not None else ""
             print(f"{h} days of history: mean violation-rate change {s['mean_violation_rate_change']:+.1%}{floor}, cost {s['mean_cost_change']:+.1%} vs no past data{ref}")
+            for t, c in s["per_tenant"].items():
+                change = f"{c['mean_violation_rate_change']:+.1%}" if c["mean_violation_rate_change"] is not None else "-"
+                print(f"    {t}: {change} ({c['untuned_violation_rate']:.2%} → {c['tuned_violation_rate']:.2%} on average; worse in {c['worse_in']} of {c['scenarios']} scenarios)")
         for sc, inf in out["slo_infeasible"].items():
             print(f"{sc}: {inf['share']:.1%} of the queries miss their SLO even alone on {', '.join(map(str, inf['sizes']))} RPU")
     else:
