@@ -307,6 +307,7 @@ def test_simulator_fidelity_sets_the_simulated_day_beside_the_observed_one(tmp_p
     assert o["violation_rate_gap"] == pytest.approx(o["simulated_violation_rate"] - o["observed_violation_rate"])
     assert {r["class"] for r in out["per_class"]} == set(w["class"].to_pylist())
     assert all(r["latency_scale"] == out["latency_scale"].get(r["class"]) for r in out["per_class"])
+    assert {r["tenant"] for r in out["per_tenant"]} == set(w["tenant"].to_pylist()) and sum(r["queries"] for r in out["per_tenant"]) == run.queries
     with pytest.raises(ValueError, match="lacks slo"):
         simulator_fidelity(run.trace.drop_columns(["slo"]), cfg)
     # The command line prints the table and the verdict.

@@ -48,7 +48,7 @@ def simulator_fidelity(
     """Replay ``trace``'s queries (same arrivals, texts, tenants, classes and SLOs) in the
     Workload Simulator under ``config``, the configuration that ran them, and compare.
 
-    Returns ``overall`` and ``per_class`` rows, each with the observed and the simulated
+    Returns ``overall``, ``per_class`` and ``per_tenant`` rows, each with the observed and the simulated
     ``violation_rate``, ``cost`` and latency p50/p95, and per class the
     ``latency_scale`` :func:`autoslo.tuner.class_latency_scale` measures (how much slower than
     the predictor the warehouse ran that class; absent for a class with too few scored queries).
@@ -73,9 +73,9 @@ def simulator_fidelity(
     simulated = simulate(workload, config=config, predictor=predictor, seed=seed).trace
     scale = class_latency_scale(observed, predictor)
 
-    def row(name: str, o: pa.Table, s: pa.Table) -> dict[str, Any]:
+    def row(key: str, name: str, o: pa.Table, s: pa.Table) -> dict[str, Any]:
         fo, fs = _figures(o), _figures(s)
-        r: dict[str, Any] = {"class": name, "queries": fo["queries"]}
+        r: dict[str, Any] = {key: name, "queries": fo["queries"]}
         for k in ("violation_rate", "cost", "latency_p50", "latency_p95"):
             r[f"observed_{k}"], r[f"simulated_{k}"] = fo[k], fs[k]
         r["violation_rate_gap"] = fs["violation_rate"] - fo["violation_rate"]
@@ -83,7 +83,8 @@ def simulator_fidelity(
 
     per_class = []
     for c in sorted(set(observed["class"].to_pylist())):
-        r = row(c, observed.filter(pc.equal(observed["class"], c)), simulated.filter(pc.equal(simulated["class"], c)))
+        r = row("class", c, observed.filter(pc.equal(observed["class"], c)), simulated.filter(pc.equal(simulated["class"], c)))
         r["latency_scale"] = scale.get(c)
         per_class.append(r)
-    return {"overall": row("all", observed, simulated), "per_class": per_class, "latency_scale": scale}
+    per_tenant = [row("tenant", t, observed.filter(pc.equal(observed["tenant"], t)), simulated.filter(pc.equal(simulated["tenant"], t))) for t in sorted(set(observed["tenant"].to_pylist()))]
+    return {"overall": row("class", "all", observed, simulated), "per_class": per_class, "per_tenant": per_tenant, "latency_scale": scale}

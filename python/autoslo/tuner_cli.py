@@ -129,22 +129,23 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    rows = [
-        {
-            "class": r["class"],
-            "queries": r["queries"],
-            "observed VR": r["observed_violation_rate"],
-            "simulated VR": r["simulated_violation_rate"],
-            "gap (points)": 100 * r["violation_rate_gap"],
-            "observed p95 s": r["observed_latency_p95"],
-            "simulated p95 s": r["simulated_latency_p95"],
-            "latency scale": r.get("latency_scale"),
-        }
-        for r in [*out["per_class"], out["overall"]]
-    ]
-    print(fmt_table(rows, list(rows[0])))
+    for key, group in (("class", [*out["per_class"], out["overall"]]), ("tenant", out["per_tenant"])):
+        rows = [
+            {
+                key: r.get(key, "all"),
+                "queries": r["queries"],
+                "observed VR": r["observed_violation_rate"],
+                "simulated VR": r["simulated_violation_rate"],
+                "gap (points)": 100 * r["violation_rate_gap"],
+                "observed p95 s": r["observed_latency_p95"],
+                "simulated p95 s": r["simulated_latency_p95"],
+                **({"latency scale": r.get("latency_scale")} if key == "class" else {}),
+            }
+            for r in group
+        ]
+        print(fmt_table(rows, list(rows[0])) + "\n")
     o = out["overall"]
-    print(f"\ncost: observed ${o['observed_cost']:.2f}, simulated ${o['simulated_cost']:.2f}")
+    print(f"cost: observed ${o['observed_cost']:.2f}, simulated ${o['simulated_cost']:.2f}")
     gap = 100 * o["violation_rate_gap"]
     verdict = "optimistic" if gap < 0 else "pessimistic" if gap > 0 else "exact"
     print(f"the Workload Simulator is {verdict} on this day by {abs(gap):.1f} points of violation rate; the tuner judges configurations by it (docs/tuner.md)")
