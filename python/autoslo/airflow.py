@@ -200,7 +200,7 @@ def record_fidelity(log: str | os.PathLike[str], publish_dir: str | os.PathLike[
         out["skipped"] = f"no configuration was published for {d} ({config_path})"
     else:
         f = simulator_fidelity(table, config_path)
-        out.update(config=str(config_path), overall=f["overall"], per_class=f["per_class"], latency_scale=f["latency_scale"])
+        out.update(config=str(config_path), overall=f["overall"], per_class=f["per_class"], per_tenant=f["per_tenant"], latency_scale=f["latency_scale"])
     target = Path(out_dir)
     target.mkdir(parents=True, exist_ok=True)
     with _atomic(target / f"{d.isoformat()}.fidelity.json") as tmp:
