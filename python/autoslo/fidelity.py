@@ -81,10 +81,10 @@ def simulator_fidelity(
         r["violation_rate_gap"] = fs["violation_rate"] - fo["violation_rate"]
         return r
 
-    per_class = []
-    for c in sorted(set(observed["class"].to_pylist())):
-        r = row("class", c, observed.filter(pc.equal(observed["class"], c)), simulated.filter(pc.equal(simulated["class"], c)))
-        r["latency_scale"] = scale.get(c)
-        per_class.append(r)
-    per_tenant = [row("tenant", t, observed.filter(pc.equal(observed["tenant"], t)), simulated.filter(pc.equal(simulated["tenant"], t))) for t in sorted(set(observed["tenant"].to_pylist()))]
+    def per(key: str) -> list[dict[str, Any]]:
+        names = sorted(set(observed[key].to_pylist()))
+        return [row(key, n, observed.filter(pc.equal(observed[key], n)), simulated.filter(pc.equal(simulated[key], n))) for n in names]
+
+    per_class = [{**r, "latency_scale": scale.get(r["class"])} for r in per("class")]
+    per_tenant = per("tenant")
     return {"overall": row("class", "all", observed, simulated), "per_class": per_class, "per_tenant": per_tenant, "latency_scale": scale}

@@ -19,7 +19,6 @@ ever sees the reservoir and the Workload Simulator).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -101,7 +100,7 @@ class HistoryWorld:
         on the emulator, as the warehouse would have run it before any tuning. Every history the
         tunings use (1 day or more) includes that day."""
         if (day, kappa) not in self._scales:
-            untuned = ExecutionConfig(json.loads(_core.untuned_config(replace(self.exp.settings, tau=self.exp.tau, seed=self.exp.seed).to_json())))
+            untuned, _ = tuned_config(self, day, kappa, 0, predictor)  # no past data: the untuned configuration
             past = emulate(self.actual(day - 1, kappa), config=untuned, seed=self.exp.seed, predictor=predictor)
             self._scales[day, kappa] = class_latency_scale(past.trace, predictor)
         return self._scales[day, kappa]
@@ -195,14 +194,14 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
     }
 
 
-def _tenant_rates(row: dict[str, Any]) -> dict[str, tuple[int, float]]:
-    """Per tenant of one Table 5 row: (queries, violation rate), from its tenant × class groups."""
-    out: dict[str, list[float]] = {}
+def _tenant_rates(row: dict[str, Any]) -> dict[str, float]:
+    """Per tenant of one Table 5 row, its violation rate, from its tenant × class groups."""
+    queries: dict[str, float] = {}
+    late: dict[str, float] = {}
     for g in row["per_tenant_class"]:
-        q, late = out.setdefault(g["tenant"], [0.0, 0.0]), g["queries"] * g["violation_rate"]
-        q[0] += g["queries"]
-        q[1] += late
-    return {t: (int(n), late / n if n else 0.0) for t, (n, late) in out.items()}
+        queries[g["tenant"]] = queries.get(g["tenant"], 0.0) + g["queries"]
+        late[g["tenant"]] = late.get(g["tenant"], 0.0) + g["queries"] * g["violation_rate"]
+    return {t: late[t] / n if n else 0.0 for t, n in queries.items()}
 
 
 def per_tenant_change(rows: Sequence[dict[str, Any]], history: int) -> dict[str, dict[str, Any]]:
@@ -218,9 +217,10 @@ def per_tenant_change(rows: Sequence[dict[str, Any]], history: int) -> dict[str,
         mine = next(r for r in rows if r["scenario"] == s and r["history_days"] == history)
         b, m = _tenant_rates(base), _tenant_rates(mine)
         for t in sorted(b):
-            rates.setdefault(t, []).append((b[t][1], m.get(t, (0, 0.0))[1]))
-            if b[t][1] > 0:
-                changes.setdefault(t, []).append(m.get(t, (0, 0.0))[1] / b[t][1] - 1)
+            tuned = m.get(t, 0.0)
+            rates.setdefault(t, []).append((b[t], tuned))
+            if b[t] > 0:
+                changes.setdefault(t, []).append(tuned / b[t] - 1)
     return {
         t: {
             "mean_violation_rate_change": sum(changes[t]) / len(changes[t]) if changes.get(t) else None,

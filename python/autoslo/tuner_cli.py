@@ -15,6 +15,7 @@ import yaml
 
 from autoslo import argtypes
 from autoslo.bundled import load
+from autoslo.fidelity import simulator_fidelity
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
 from autoslo.tuner import Reservoir, TunerSettings, class_latency_scale, tune
@@ -69,15 +70,19 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
     return TunerSettings(**data)
 
 
+def _read_trace(path: str | Path) -> pa.Table:
+    """A trace (``autoslo emulate --trace``, or a live run's) from Parquet."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no trace at {path}")
+    return pq.read_table(path)
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     check_output(args.out)
     settings = _settings(args)
     predictor = load(args.model) if args.model else None
     if args.simulator_scale_from:
-        trace = pq.read_table(args.simulator_scale_from) if Path(args.simulator_scale_from).is_file() else None
-        if trace is None:
-            raise FileNotFoundError(f"no trace at {args.simulator_scale_from}")
-        scale = class_latency_scale(trace, predictor)
+        scale = class_latency_scale(_read_trace(args.simulator_scale_from), predictor)
         settings = replace(settings, simulator_class_scale=scale)
         if not args.json:
             print("simulator latency scale per class (from " + args.simulator_scale_from + "): " + ", ".join(f"{c} ×{v:.2f}" for c, v in scale.items()))
@@ -120,12 +125,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from autoslo.fidelity import simulator_fidelity
-
-    path = Path(args.trace)
-    if not path.is_file():
-        raise FileNotFoundError(f"no trace at {path}")
-    out = simulator_fidelity(pq.read_table(path), args.config, predictor=load(args.model) if args.model else None, seed=args.seed)
+    out = simulator_fidelity(_read_trace(args.trace), args.config, predictor=load(args.model) if args.model else None, seed=args.seed)
     if args.json:
         print(json.dumps(out))
         return 0
