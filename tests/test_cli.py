@@ -93,6 +93,8 @@ def test_autoscaling_options_map_to_the_autoscaler_they_name() -> None:
         (["--autoscaler", "autoslo", "--mu", "0"], "need a whole number ≥ 1, got 0"),
         (["--autoscaler", "add-best", "--trigger", "queue@0"], "queue@N needs a whole number N ≥ 1"),
         (["--timeout", "-5"], "need a finite time ≥ 0 s"),
+        (["--clusters", "16,7"], "cluster sizes must each be a Redshift Serverless base capacity in RPU (4, 8 to 512 in steps of 8, or 544 to 1024 in steps of 32), got 7 in '16,7'"),
+        (["--autoscaler", "autoslo", "--sizes", "8,520,2048"], "got 520, 2048 in '8,520,2048'"),
     ],
 )
 def test_an_option_that_would_do_nothing_is_refused(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -256,3 +258,16 @@ def test_ctrl_c_stops_a_long_emulation_with_no_trace(tmp_path) -> None:
     out, err = p.communicate(timeout=120)  # a hang guard, not a speed check
     assert p.returncode == 130, (out, err)
     assert "interrupted" in err and not trace.exists()
+
+
+def test_emulate_names_sizes_beyond_the_real_measurements(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from autoslo.cli import main
+
+    wl = tmp_path / "w.parquet"
+    autoslo.write_table(autoslo.base_workload(0.2, seed=1, kappa=2).slice(0, 20), wl)
+    assert main(["emulate", "--workload-file", str(wl), "--clusters", "16,64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sizes_beyond_measurements"] == [64]
+    assert main(["emulate", "--workload-file", str(wl), "--clusters", "16,64"]) == 0
+    assert "note: 64 RPU is beyond the real measurements (4, 8, 16, 32 RPU): the emulator extrapolates there" in capsys.readouterr().out
+    assert main(["emulate", "--workload-file", str(wl), "--clusters", "8,32", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sizes_beyond_measurements"] == []

@@ -111,6 +111,28 @@ def test_bad_emulation_input_is_a_clear_error(kwargs: dict, message: str) -> Non
         autoslo.emulate(wl, [16], **kwargs)
 
 
+def test_sizes_no_redshift_serverless_workgroup_can_have_are_refused_everywhere() -> None:
+    """Initial clusters, scheduled spinups, eligible sizes and a live router's clusters: each is a
+    Redshift Serverless base capacity (4, 8 to 512 in steps of 8, 544 to 1024 in steps of 32)."""
+    from autoslo import predictor
+
+    assert [r for r in range(0, 1100) if autoslo._core.is_base_capacity(r)][:4] == [4, 8, 16, 24]
+    assert autoslo._core.is_base_capacity(1024) and not autoslo._core.is_base_capacity(1000) and not autoslo._core.is_base_capacity(2**40)
+    wl = autoslo.base_workload(0.2, seed=4, kappa=2).slice(0, 30)
+    bad = "must be a Redshift Serverless base capacity"
+    with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster size {bad}.*got 12"):
+        autoslo.emulate(wl, [16, 12])
+    with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster size {bad}.*got 3"):
+        autoslo.emulate(wl, [16], schedule=[(10.0, "spinup", 3)])
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"eligible sizes\[1\] must be"):
+        autoslo.emulate(wl, [16], autoscaler=autoslo.AutoscalerConfig(sizes=(16, 36)))
+    with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster size {bad}.*got 20"):
+        autoslo.simulate(wl, [20], predictor=predictor.load())
+    with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster 1's size {bad}.*got 2"):
+        autoslo.Router("round-robin", [16, 2])
+    assert autoslo.emulate(wl, [4, 24, 1024]).summary()["queries"] == 30
+
+
 def test_the_tables_of_two_runs_concatenate() -> None:
     """Every run's tables have one schema, whether or not this run has nulls (a rejected query has
     no start, a fixed warehouse no teardown): traces of several runs can be stacked."""

@@ -29,6 +29,7 @@ DEFAULT_SELECTOR_HEADROOM: float
 DEFAULT_MU: int
 #: μ of the ``autoslo`` policy (32; chosen with the selector headroom, ``docs/autoscaler.md``).
 DEFAULT_AUTOSLO_MU: int
+BASE_CAPACITIES: str
 #: The Configuration Tuner's default cost tolerance (a change to BestWithTarget; see docs/tuner.md).
 DEFAULT_COST_TOLERANCE: float
 #: The T_idle values (s) of the Configuration Tuner's default search space (a change: see docs/tuner.md).
@@ -447,6 +448,9 @@ def tune(
     """The Policy Tuner end to end (forecast, ScheduleSpinups, Configuration Tuner): a dict with
     ``config`` (JSON) and the report (``backend`` names where SimulateBatch ran; see
     :func:`simulate_batch`)."""
+
+def is_base_capacity(rpu: int) -> bool:
+    """Whether a Redshift Serverless workgroup can have a base capacity of ``rpu`` RPU (4, 8 to 512 in steps of 8, or 544 to 1024 in steps of 32): the sizes the emulator, the simulator and an execution configuration accept."""
 
 def jain_index(values: Sequence[float]) -> float:
     """Jain's fairness index (Σx)² / (n Σx²) of non-negative values; 1 when all are equal."""

@@ -7,6 +7,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from autoslo import _core
+
 
 def sizes(text: str) -> list[int]:
     """Cluster sizes in RPU, comma-separated: ``16,32``."""
@@ -14,8 +16,11 @@ def sizes(text: str) -> list[int]:
         out = [int(s) for s in text.split(",") if s.strip()]
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"cluster sizes must be comma-separated integers (RPU), got {text!r}") from e
-    if not out or any(s <= 0 for s in out):
-        raise argparse.ArgumentTypeError(f"need at least one positive cluster size, got {text!r}")
+    if not out:
+        raise argparse.ArgumentTypeError(f"need at least one cluster size, got {text!r}")
+    bad = [s for s in out if not _core.is_base_capacity(s)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"cluster sizes must each be {_core.BASE_CAPACITIES}, got {', '.join(map(str, bad))} in {text!r}")
     return out
 
 

@@ -118,8 +118,10 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     if args.decisions_out:
         write_table(result.decisions, args.decisions_out)
     summary = result.summary()
+    measured = set(_core.catalog_table()["rpu"].to_pylist())
+    unmeasured = sorted({c["size"] for c in result.clusters.to_pylist()} - measured)
     if args.json:
-        print(json.dumps({**summary, "chargeback": result.chargeback().to_pylist(), "cluster_events": result.events.to_pylist()}))
+        print(json.dumps({**summary, "chargeback": result.chargeback().to_pylist(), "cluster_events": result.events.to_pylist(), "sizes_beyond_measurements": unmeasured}))
     else:
         print(fmt_table([summary], list(summary)))
         print()
@@ -135,6 +137,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         if chosen:
             spun = sum(1 for d in chosen if d["spun_up_size"])
             print(f"\nautoscaler decisions: {len(chosen)} ({spun} spun up, {len(chosen) - spun} did nothing); --decisions-out F.parquet keeps the options each compared")
+        if unmeasured:
+            sizes = ", ".join(str(s) for s in sorted(measured))
+            print(f"\nnote: {', '.join(map(str, unmeasured))} RPU {'is' if len(unmeasured) == 1 else 'are'} beyond the real measurements ({sizes} RPU): the emulator extrapolates there (docs/emulator.md)")
     return 0
 
 

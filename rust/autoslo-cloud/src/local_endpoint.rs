@@ -263,10 +263,9 @@ fn capacity(body: &Value) -> std::result::Result<Option<u32>, Reply> {
         None | Some(Value::Null) => Ok(None),
         Some(v) => {
             let c = v.as_u64().ok_or_else(|| invalid("baseCapacity must be an integer"))?;
-            if c == 4 || (8..=1024).contains(&c) && c % 8 == 0 {
-                Ok(Some(c as u32))
-            } else {
-                Err(invalid(format!("baseCapacity must be 4, or 8 to 1024 in steps of 8, got {c}")))
+            match u32::try_from(c) {
+                Ok(c) if autoslo_core::cluster::is_base_capacity(c) => Ok(Some(c)),
+                _ => Err(invalid(format!("baseCapacity must be 4, 8 to 512 in steps of 8, or 544 to 1024 in steps of 32, got {c}"))),
             }
         }
     }

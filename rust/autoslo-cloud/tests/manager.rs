@@ -98,7 +98,10 @@ fn errors_are_typed() {
         assert!(matches!(m.get_workgroup("nope").await, Err(CloudError::NotFound { kind: "workgroup", .. })));
         assert!(matches!(m.create_workgroup("wg-x", "missing-ns", Capacity::Base(8)).await, Err(CloudError::NotFound { kind: "namespace", .. })));
         m.create_namespace("ns-x").await.unwrap();
-        assert!(matches!(m.create_workgroup("wg-x", "ns-x", Capacity::Base(12)).await, Err(CloudError::Validation { operation: "CreateWorkgroup", .. })));
+        // 12 is no multiple of 8; above 512 base capacities move in steps of 32, so 520 is refused too.
+        for bad in [12, 520] {
+            assert!(matches!(m.create_workgroup("wg-x", "ns-x", Capacity::Base(bad)).await, Err(CloudError::Validation { operation: "CreateWorkgroup", .. })), "{bad}");
+        }
         m.create_namespace("ns-y").await.unwrap();
         m.create_workgroup("wg-x", "ns-x", Capacity::Base(8)).await.unwrap();
         assert!(matches!(m.create_workgroup("wg-x", "ns-y", Capacity::Base(8)).await, Err(CloudError::Conflict { .. })), "same name, other namespace");

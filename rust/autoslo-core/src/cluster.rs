@@ -3,6 +3,32 @@
 //! `Starting` (spinup requested, not yet ready) → `Ready` (accepts queries) → `Draining`
 //! (teardown requested: no new queries, running ones finish) → `Stopping` (teardown in progress)
 //! → `Gone`. Clusters present at the start of an emulation are `Ready` at t = 0.
+//!
+//! A cluster's size is a Redshift Serverless base capacity in RPU ([`is_base_capacity`]): the
+//! emulator is calibrated on Redshift Serverless workgroups, and an execution configuration is
+//! deployed as workgroups, so a size no workgroup can have is refused where a cluster is made.
+
+use crate::error::{AutoSloError, Result};
+
+/// The base capacities of [`is_base_capacity`], as error messages state them.
+pub const BASE_CAPACITIES: &str = "a Redshift Serverless base capacity in RPU (4, 8 to 512 in steps of 8, or 544 to 1024 in steps of 32)";
+
+/// Whether a Redshift Serverless workgroup can have a base capacity of `rpu`: 4, 8 to 512 in
+/// steps of 8, or 512 to 1024 in steps of 32. AWS, "Compute capacity for Amazon Redshift
+/// Serverless" (Amazon Redshift Management Guide): the base capacity is 4 RPU, or a multiple of 8
+/// from 8 to 512; in the regions that offer up to 1024, it moves in steps of 32 between 512 and 1024.
+pub fn is_base_capacity(rpu: u32) -> bool {
+    rpu == 4 || (8..=512).contains(&rpu) && rpu.is_multiple_of(8) || (512..=1024).contains(&rpu) && rpu.is_multiple_of(32)
+}
+
+/// `rpu` if it is a base capacity ([`is_base_capacity`]), else an error naming `what`.
+pub fn check_base_capacity(what: impl Into<String>, rpu: u32) -> Result<u32> {
+    if is_base_capacity(rpu) {
+        Ok(rpu)
+    } else {
+        Err(AutoSloError::out_of_range(what, BASE_CAPACITIES, rpu))
+    }
+}
 
 /// Identifier of a cluster within one emulation or simulation (dense, from 0).
 pub type ClusterId = u32;
@@ -51,5 +77,24 @@ impl ClusterInfo {
     /// Whether new queries may be routed to the cluster (ready, or still starting).
     pub fn accepts_queries(&self) -> bool {
         matches!(self.state, ClusterState::Ready | ClusterState::Starting)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_capacities_are_the_ones_redshift_serverless_offers() {
+        let valid: Vec<u32> = (0..=2048).filter(|&r| is_base_capacity(r)).collect();
+        let mut expected = vec![4];
+        expected.extend((8..=512).step_by(8));
+        expected.extend((544..=1024).step_by(32));
+        assert_eq!(valid, expected);
+        for bad in [0, 1, 2, 3, 5, 7, 12, 520, 1000, 1056, u32::MAX] {
+            let e = check_base_capacity("size", bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("got {bad}")) && e.contains("base capacity"), "{e}");
+        }
+        assert_eq!(check_base_capacity("size", 16).unwrap(), 16);
     }
 }

@@ -27,8 +27,8 @@ impl LiveRouter {
         if sizes.is_empty() {
             return Err(AutoSloError::InvalidConfig("a router needs at least one cluster".into()));
         }
-        if let Some(&s) = sizes.iter().find(|&&s| s == 0) {
-            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", s));
+        for (i, &s) in sizes.iter().enumerate() {
+            crate::cluster::check_base_capacity(format!("cluster {i}'s size"), s)?;
         }
         let clusters = sizes
             .iter()
@@ -137,9 +137,7 @@ impl LiveRouter {
     /// Add a cluster of `size` RPU that takes queries from `ready_at` (default: now; starting
     /// until then); returns its id.
     pub fn add_cluster(&mut self, size: u32, ready_at: Option<f64>) -> Result<ClusterId> {
-        if size == 0 {
-            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", 0));
-        }
+        crate::cluster::check_base_capacity("cluster size", size)?;
         let now = self.now;
         let id = self.next_id;
         self.next_id += 1;
@@ -183,6 +181,10 @@ mod tests {
     fn routes_over_a_changing_cluster_set_and_keeps_the_books() {
         assert!(LiveRouter::new(Box::new(RoundRobin::default()), &[]).is_err());
         assert!(LiveRouter::new(Box::new(RoundRobin::default()), &[16, 0]).is_err());
+        let e = LiveRouter::new(Box::new(RoundRobin::default()), &[16, 3]).err().expect("size 3 is refused").to_string();
+        assert!(e.starts_with("cluster 1's size must be a Redshift Serverless base capacity"), "{e}");
+        let mut live = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
+        assert!(live.add_cluster(12, None).is_err() && live.add_cluster(24, None).is_ok());
         let mut r = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
         assert_eq!(r.route(1, text(), 1.0, 10.0).unwrap(), 0);
         assert!(r.route(1, text(), 2.0, 10.0).is_err(), "a running id is refused");

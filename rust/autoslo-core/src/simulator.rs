@@ -231,6 +231,7 @@ impl<'a> WorkloadSimulator<'a> {
     }
 
     fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
+        crate::cluster::check_base_capacity("cluster size", size)?;
         let id = self.clusters.len() as ClusterId;
         let (state, ready_at) = if initial || self.cfg.spinup_s <= 0.0 { (Lifecycle::Ready, now) } else { (Lifecycle::Starting, now + self.cfg.spinup_s) };
         self.clusters.push(SimCluster {

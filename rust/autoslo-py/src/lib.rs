@@ -72,6 +72,14 @@ fn catalog_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(convert::catalog_table()?.into_pyarrow(py)?.unbind())
 }
 
+/// Whether a Redshift Serverless workgroup can have a base capacity of `rpu` (4, 8 to 512 in steps
+/// of 8, or 544 to 1024 in steps of 32): the sizes the emulator, the simulator and an execution
+/// configuration accept.
+#[pyfunction]
+fn is_base_capacity(rpu: u64) -> bool {
+    u32::try_from(rpu).is_ok_and(autoslo_core::cluster::is_base_capacity)
+}
+
 /// Jain's fairness index of non-negative values (e.g. SLO attainment per tenant × class).
 #[pyfunction]
 fn jain_index(values: Vec<f64>) -> PyResult<f64> {
@@ -550,6 +558,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_table, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_fit_report, m)?)?;
+    m.add_function(wrap_pyfunction!(is_base_capacity, m)?)?;
+    m.add("BASE_CAPACITIES", autoslo_core::cluster::BASE_CAPACITIES)?;
     m.add_function(wrap_pyfunction!(jain_index, m)?)?;
     m.add_function(wrap_pyfunction!(canopy_report, m)?)?;
     m.add_function(wrap_pyfunction!(mercury_report, m)?)?;

@@ -58,8 +58,8 @@ pub struct SnowflakeScaler {
 impl SnowflakeScaler {
     /// `size` of every added cluster (`None`: the largest active cluster's size).
     pub fn new(policy: Policy, size: Option<u32>, min_clusters: usize, max_clusters: usize, max_concurrency: usize) -> Result<Self> {
-        if size == Some(0) {
-            return Err(AutoSloError::out_of_range("warehouse size", "> 0 RPU", 0));
+        if let Some(s) = size {
+            crate::cluster::check_base_capacity("warehouse size", s)?;
         }
         if min_clusters == 0 || max_clusters < min_clusters {
             return Err(AutoSloError::InvalidConfig(format!("need 1 ≤ min_clusters ≤ max_clusters, got {min_clusters} and {max_clusters}")));

@@ -276,9 +276,7 @@ impl<'a> Run<'a> {
     }
 
     fn add_cluster(&mut self, size: u32, now: f64, initial: bool, reason: &'static str) -> Result<ClusterId> {
-        if size == 0 {
-            return Err(AutoSloError::out_of_range("cluster size", "> 0 RPU", 0));
-        }
+        crate::cluster::check_base_capacity("cluster size", size)?;
         let id = self.sims.len() as ClusterId;
         self.present.push(self.sims.len());
         let mut rng = Rng::new(derive_seed(self.cfg.seed, (1 << 48) | id as u64));

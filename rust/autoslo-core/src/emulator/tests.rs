@@ -114,6 +114,11 @@ fn bad_actions_are_clear_errors() {
     assert!(e.to_string().contains("no cluster can take"), "{e}");
     assert!(emulate(&w, &[], &mut RoundRobin::default(), &mut StaticScaler, &cfg).is_err());
     assert!(emulate(&w, &[0], &mut RoundRobin::default(), &mut StaticScaler, &cfg).is_err());
+    // Sizes are Redshift Serverless base capacities, initial or spun up.
+    let e = emulate(&w, &[16, 7], &mut RoundRobin::default(), &mut StaticScaler, &cfg).unwrap_err();
+    assert!(e.to_string().contains("cluster size must be a Redshift Serverless base capacity") && e.to_string().ends_with("got 7"), "{e}");
+    let e = emulate(&w, &[16], &mut RoundRobin::default(), &mut sched(Action::spin_up(2000, "scheduled")), &cfg).unwrap_err();
+    assert!(e.to_string().ends_with("got 2000"), "{e}");
     let bad = EmulatorConfig { timeout_s: Some(-1.0), ..Default::default() };
     assert!(emulate(&w, &[16], &mut RoundRobin::default(), &mut StaticScaler, &bad).is_err());
     let mut stop = |done: usize, _| done < 1;

@@ -39,8 +39,8 @@ impl DeadlineAdmission {
         if !(margin.is_finite() && margin >= 1.0) {
             return Err(AutoSloError::out_of_range("admission margin", "≥ 1", margin));
         }
-        if largest_size == Some(0) {
-            return Err(AutoSloError::out_of_range("admission's largest size", "≥ 1 RPU", 0));
+        if let Some(s) = largest_size {
+            crate::cluster::check_base_capacity("admission's largest size", s)?;
         }
         Ok(Self { predictor, margin, largest_size })
     }

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::autoscaler::{scaler_by_name, AutoscalerParams, ScalerOptions, SCALING_POLICIES};
+use crate::cluster::check_base_capacity;
 use crate::control::{Action, PlannedScaler, ScheduledAction, ScheduledScaler, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::router::ROUTING_POLICIES;
@@ -176,16 +177,14 @@ impl ExecutionConfig {
         if self.initial_clusters.is_empty() {
             return Err(AutoSloError::InvalidConfig("execution configuration: `initial_clusters` must name at least one cluster size".into()));
         }
-        if let Some(&s) = self.initial_clusters.iter().find(|&&s| s == 0) {
-            return Err(AutoSloError::out_of_range("initial_clusters size", "a positive RPU count", s));
+        for (i, &s) in self.initial_clusters.iter().enumerate() {
+            check_base_capacity(format!("initial_clusters[{i}]"), s)?;
         }
         for (i, s) in self.scheduled_spinups.iter().enumerate() {
             if !(s.at_s.is_finite() && s.at_s >= 0.0) {
                 return Err(AutoSloError::out_of_range(format!("scheduled_spinups[{i}].at_s"), "a finite time ≥ 0 s", s.at_s));
             }
-            if s.size == 0 {
-                return Err(AutoSloError::out_of_range(format!("scheduled_spinups[{i}].size"), "a positive RPU count", 0));
-            }
+            check_base_capacity(format!("scheduled_spinups[{i}].size"), s.size)?;
         }
         self.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         if !ROUTING_POLICIES.contains(&self.routing.as_str()) {

@@ -146,6 +146,10 @@ fn execution_configs_validate_on_load() {
     assert!(err(r#"{"initial_clusters": [16], "autoscalr": {}}"#).contains("unknown field `autoscalr`"));
     assert!(err(r#"{"initial_clusters": [16], "autoscaler": {"t_idel_s": 5}}"#).contains("unknown field `t_idel_s`"));
     assert!(err(r#"{"initial_clusters": []}"#).contains("initial_clusters"));
+    // Sizes are Redshift Serverless base capacities: a workgroup of 7 or 20 RPU cannot be made.
+    assert!(err(r#"{"initial_clusters": [16, 7]}"#).contains("initial_clusters[1] must be a Redshift Serverless base capacity"));
+    assert!(err(r#"{"initial_clusters": [16], "scheduled_spinups": [{"at_s": 5, "size": 20}]}"#).contains("scheduled_spinups[0].size"));
+    assert!(err(r#"{"initial_clusters": [16], "autoscaler": {"sizes": [16, 24, 33]}}"#).contains("eligible sizes[2]"));
     assert!(err(r#"{"initial_clusters": [16], "version": 9}"#).contains("version 9"));
     assert!(err(r#"{"initial_clusters": [16], "scheduled_spinups": [{"at_s": -5, "size": 16}]}"#).contains("scheduled_spinups[0].at_s"));
     assert!(err(r#"{"initial_clusters": [16], "autoscaler": {"policy": "magic"}}"#).contains("unknown policy `magic`"));
