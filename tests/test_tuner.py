@@ -187,6 +187,10 @@ def test_every_configuration_tuner_strategy_runs_from_python(reservoir: T.Reserv
     assert sims["adaptive-batch"] <= sims["grid"] and sims["random"] < sims["grid"]
     with pytest.raises(autoslo.AutoSloCoreError, match="adaptive-batch"):
         T.tune(reservoir, day, settings=T.TunerSettings(forecasts=3, eta=0, strategy="adaptive", space=space), kappa=2)
+    # Sizes a Redshift Serverless workgroup cannot have are refused before any simulation.
+    for bad, what in [({"spinup_sizes": [16, 12]}, r"spinup_sizes\[1\]"), ({"initial_clusters": [[8], [7]]}, r"initial_clusters\[0\]")]:
+        with pytest.raises(autoslo.AutoSloCoreError, match=f"{what} must be a Redshift Serverless base capacity"):
+            T.tune(reservoir, day, settings=T.TunerSettings(forecasts=3, eta=1, **bad), kappa=2)
 
 
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

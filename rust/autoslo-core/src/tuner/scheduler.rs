@@ -115,8 +115,11 @@ impl Default for SchedulerParams {
 
 impl SchedulerParams {
     pub fn validated(self) -> Result<Self> {
-        if self.sizes.is_empty() || self.sizes.contains(&0) {
-            return Err(AutoSloError::InvalidConfig("the scheduler's eligible sizes must be a non-empty list of positive RPU counts".into()));
+        if self.sizes.is_empty() {
+            return Err(AutoSloError::InvalidConfig("the scheduler's eligible sizes must name at least one size".into()));
+        }
+        for (i, &s) in self.sizes.iter().enumerate() {
+            crate::cluster::check_base_capacity(format!("spinup_sizes[{i}]"), s)?;
         }
         if self.phi == 0 {
             return Err(AutoSloError::out_of_range("attempts per round φ", "≥ 1", 0));
