@@ -112,7 +112,7 @@ def test_slo_feasibility_flags_the_slos_no_size_can_meet() -> None:
     small, large = (pc.sum(pc.cast(autoslo.slo_feasibility(wl, s)["feasible"], pa.int64())).as_py() for s in ([16], [16, 32, 64]))
     assert 0 < small < large <= wl.num_rows
     assert autoslo.slo_feasibility(wl, [16]).column_names == [*wl.column_names, "fastest_rpu", "fastest_s", "feasible"]
-    for bad, message in (([], "at least one"), ([0], "positive whole RPU"), ([16.5], "positive whole RPU"), ([True], "positive whole RPU")):
+    for bad, message in (([], "at least one"), ([0], "base capacity"), ([16.5], "base capacity"), ([True], "base capacity"), ([16, 12], "base capacity in RPU .*, got 12")):
         with pytest.raises(ValueError, match=message):
             autoslo.slo_feasibility(q, bad)
     with pytest.raises(ValueError, match=r"\['slo'\]"):

@@ -127,8 +127,8 @@ def slo_feasibility(workload: pa.Table, sizes: Sequence[int]) -> pa.Table:
     if not sizes:
         raise ValueError("slo_feasibility needs at least one cluster size (RPU)")
     for s in sizes:
-        if isinstance(s, bool) or not isinstance(s, int) or s <= 0:
-            raise ValueError(f"cluster sizes are positive whole RPU, got {s!r}")
+        if isinstance(s, bool) or not isinstance(s, int) or not _core.is_base_capacity(s):
+            raise ValueError(f"cluster sizes are {_core.BASE_CAPACITIES}, got {s!r}")
     best: dict[tuple[int, int], tuple[float, int]] = {}
     templates, instances = workload["template"].to_pylist(), workload["instance"].to_pylist()
     for i, key in enumerate(zip(templates, instances)):
