@@ -123,6 +123,8 @@ def test_table5_tuner(record: Callable[[dict[str, Any]], None]) -> None:
     # The floor of SLOs out of reach, per scenario, on the sizes the configurations may use.
     assert set(t5["slo_infeasible"]) == {r["scenario"] for r in rows}
     assert all(0.0 <= f["share"] <= 1.0 and f["sizes"] == [16, 32] for f in t5["slo_infeasible"].values())
+    assert all(set(f["per_tenant"]) == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"} for f in t5["slo_infeasible"].values())
+    assert all("slo_infeasible_share" in c for c in t5["mean_change_vs_no_past_data"][1]["per_tenant"].values())
 
 
 def test_table5_per_tenant_change_weighs_each_tenants_classes_by_queries() -> None:
@@ -144,6 +146,15 @@ def test_table5_per_tenant_change_weighs_each_tenants_classes_by_queries() -> No
     # t2 had no violations untuned in a: only b counts in its mean change, both in its rates.
     assert out["t2"]["mean_violation_rate_change"] == pytest.approx(-0.5)
     assert out["t2"]["tuned_violation_rate"] == pytest.approx((0.04 + 0.05) / 2) and out["t2"]["worse_in"] == 1 and out["t2"]["scenarios"] == 2
+    assert "slo_infeasible_share" not in out["t1"]
+    # With each scenario's SLOs out of reach per tenant: t1 has 3 % in a (untuned 4 % → 2 %: below
+    # its floor, counted as (2 − 4) / (4 − 3) = −200 %) and none in b (+100 %); t2's 8 % in b leaves
+    # 10 % → 5 % as (5 − 10) / (10 − 8) = −250 %, and a (0 % untuned) is not above its floor.
+    floors = {"a": {"per_tenant": {"t1": 0.03}}, "b": {"per_tenant": {"t1": 0.0, "t2": 0.08}}}
+    out = per_tenant_change(rows, 1, floors)
+    assert out["t1"]["mean_violation_rate_change_above_floor"] == pytest.approx((-2.0 + 1.0) / 2) and out["t1"]["slo_infeasible_share"] == pytest.approx(0.015)
+    assert out["t2"]["mean_violation_rate_change_above_floor"] == pytest.approx(-2.5) and out["t2"]["slo_infeasible_share"] == pytest.approx(0.04)
+    assert out["t1"]["mean_violation_rate_change"] == pytest.approx(0.25)
 
 
 def test_change_above_floor_counts_only_reachable_violations() -> None:

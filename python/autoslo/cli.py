@@ -513,7 +513,11 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
             print(f"{h} days of history: mean violation-rate change {s['mean_violation_rate_change']:+.1%}{floor}, cost {s['mean_cost_change']:+.1%} vs no past data{ref}")
             for t, c in s["per_tenant"].items():
                 change = f"{c['mean_violation_rate_change']:+.1%}" if c["mean_violation_rate_change"] is not None else "-"
-                print(f"    {t}: {change} ({c['untuned_violation_rate']:.2%} → {c['tuned_violation_rate']:.2%} on average; worse in {c['worse_in']} of {c['scenarios']} scenarios)")
+                floor = ""
+                if "slo_infeasible_share" in c:
+                    a = c["mean_violation_rate_change_above_floor"]
+                    floor = f"; {c['slo_infeasible_share']:.1%} of its SLOs out of reach" + (f", {a:+.1%} above them" if a is not None else "")
+                print(f"    {t}: {change} ({c['untuned_violation_rate']:.2%} → {c['tuned_violation_rate']:.2%} on average; worse in {c['worse_in']} of {c['scenarios']} scenarios{floor})")
         for sc, inf in out["slo_infeasible"].items():
             print(f"{sc}: {inf['share']:.1%} of the queries miss their SLO even alone on {', '.join(map(str, inf['sizes']))} RPU")
     else:

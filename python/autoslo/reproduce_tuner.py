@@ -172,7 +172,7 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
             dk.append(mine["cost"] / base["cost"] - 1)
         paper = PAPER_TABLE5.get(h)
         summary[h] = {
-            "per_tenant": per_tenant_change(rows, h),
+            "per_tenant": per_tenant_change(rows, h, out_of_reach),
             "mean_violation_rate_change": sum(dv) / len(dv) if dv else float("nan"),
             "mean_violation_rate_change_above_floor": sum(da) / len(da) if da else None,
             "mean_cost_change": sum(dk) / len(dk),
@@ -204,13 +204,20 @@ def _tenant_rates(row: dict[str, Any]) -> dict[str, float]:
     return {t: late[t] / n if n else 0.0 for t, n in queries.items()}
 
 
-def per_tenant_change(rows: Sequence[dict[str, Any]], history: int) -> dict[str, dict[str, Any]]:
+def per_tenant_change(rows: Sequence[dict[str, Any]], history: int, out_of_reach: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Per tenant, Table 5's measure on that tenant's queries alone: the mean over scenarios of the
     relative change of its violation rate with ``history`` days against no past data (scenarios
     where it had none untuned are left out), its violation rates tuned and untuned (means over
-    the scenarios), and the mean cost change of the whole run. A fleet-wide mean can hide a tenant
-    the tuning made worse."""
+    the scenarios), and in how many scenarios tuning made it worse. A fleet-wide mean can hide a
+    tenant the tuning made worse.
+
+    With ``out_of_reach`` (per scenario, :func:`infeasible_shares`), also the tenant's share of
+    SLOs out of reach (mean over the scenarios) and its change counted above that floor
+    (:func:`change_above_floor`; scenarios where it was not above its floor untuned are left out):
+    a tenant whose SLOs no eligible size can meet stays late however the fleet is tuned."""
     changes: dict[str, list[float]] = {}
+    above: dict[str, list[float]] = {}
+    floors: dict[str, list[float]] = {}
     rates: dict[str, list[tuple[float, float]]] = {}
     for s in sorted({r["scenario"] for r in rows}):
         base = next(r for r in rows if r["scenario"] == s and r["history_days"] == 0)
@@ -221,16 +228,25 @@ def per_tenant_change(rows: Sequence[dict[str, Any]], history: int) -> dict[str,
             rates.setdefault(t, []).append((b[t], tuned))
             if b[t] > 0:
                 changes.setdefault(t, []).append(tuned / b[t] - 1)
-    return {
-        t: {
+            if out_of_reach is not None:
+                floor = out_of_reach[s]["per_tenant"].get(t, 0.0)
+                floors.setdefault(t, []).append(floor)
+                a = change_above_floor(b[t], tuned, floor)
+                if a is not None:
+                    above.setdefault(t, []).append(a)
+    out: dict[str, dict[str, Any]] = {}
+    for t, rs in rates.items():
+        out[t] = {
             "mean_violation_rate_change": sum(changes[t]) / len(changes[t]) if changes.get(t) else None,
             "untuned_violation_rate": sum(b for b, _ in rs) / len(rs),
             "tuned_violation_rate": sum(m for _, m in rs) / len(rs),
             "worse_in": sum(m > b for b, m in rs),
             "scenarios": len(rs),
         }
-        for t, rs in rates.items()
-    }
+        if out_of_reach is not None:
+            out[t]["slo_infeasible_share"] = sum(floors[t]) / len(floors[t])
+            out[t]["mean_violation_rate_change_above_floor"] = sum(above[t]) / len(above[t]) if above.get(t) else None
+    return out
 
 
 def change_above_floor(base: float, mine: float, floor: float) -> float | None:
@@ -246,13 +262,15 @@ def change_above_floor(base: float, mine: float, floor: float) -> float | None:
 def infeasible_shares(workload: pa.Table, sizes: Sequence[int]) -> dict[str, Any]:
     """Shares of ``workload``'s queries whose SLO is below their isolated runtime on every one of
     ``sizes`` (AutoSLO's), and on one 64 RPU cluster (the largest baseline's): no scaling meets
-    them (:func:`autoslo.slo_feasibility`)."""
+    them (:func:`autoslo.slo_feasibility`). ``per_tenant``: each tenant's share on ``sizes``."""
 
-    def share(s: Sequence[int]) -> float:
-        f = slo_feasibility(workload, s)["feasible"]
+    def share(f: pa.ChunkedArray | pa.Array) -> float:
         return 1.0 - pc.sum(pc.cast(f, pa.int64())).as_py() / len(f) if len(f) else 0.0
 
-    return {"sizes": list(sizes), "share": share(sizes), "share_on_64_rpu": share([64])}
+    on_sizes = slo_feasibility(workload, sizes)
+    tenants = on_sizes["tenant"] if "tenant" in on_sizes.column_names else None
+    per_tenant = {} if tenants is None else {t: share(on_sizes.filter(pc.equal(tenants, t))["feasible"]) for t in sorted(set(tenants.to_pylist()))}
+    return {"sizes": list(sizes), "share": share(on_sizes["feasible"]), "share_on_64_rpu": share(slo_feasibility(workload, [64])["feasible"]), "per_tenant": per_tenant}
 
 
 #: Figure 6's baselines: (name, initial clusters, routing, autoscaler).
