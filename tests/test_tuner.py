@@ -193,6 +193,20 @@ def test_every_configuration_tuner_strategy_runs_from_python(reservoir: T.Reserv
             T.tune(reservoir, day, settings=T.TunerSettings(forecasts=3, eta=1, **bad), kappa=2)
 
 
+def test_tune_reports_the_historys_slos_out_of_reach(reservoir: T.Reservoir, history: pa.Table) -> None:
+    """The report's share of SLOs no eligible size can meet equals autoslo.slo_feasibility over the
+    history's own queries (the reservoir keeps exact counts), overall and per tenant."""
+    settings = T.TunerSettings(forecasts=3, eta=0, initial_clusters=[[8]], spinup_sizes=[16], space={"t_idle_s": [300.0]})
+    reach = T.tune(reservoir, START + dt.timedelta(days=8), settings=settings, kappa=2).report["slo_out_of_reach"]
+    assert reach["sizes"] == settings.eligible_sizes() == [8, 16, 32] and reach["kappa"] == 2
+    f = autoslo.slo_feasibility(history, reach["sizes"]).to_pylist()
+    late = [not q["feasible"] for q in f]
+    assert 0 < reach["share"] == pytest.approx(sum(late) / len(late))
+    for tenant in ("tenant-1", "tenant-2"):
+        mine = [not q["feasible"] for q in f if q["tenant"] == tenant]
+        assert reach["per_tenant"][tenant] == pytest.approx(sum(mine) / len(mine))
+
+
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
     day = START + dt.timedelta(days=8)
@@ -240,7 +254,9 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert main(["emulate", "--workload", "redbench", "--queries-per-day", "1000", "--clusters", "16", "--trace", str(trace), "--json"]) == 0
     capsys.readouterr()
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--simulator-scale-from", str(trace)]) == 0
-    assert "simulator latency scale per class" in capsys.readouterr().out
+    printed_text = capsys.readouterr().out
+    assert "simulator latency scale per class" in printed_text
+    assert "of the history's queries have an SLO below their runtime alone on 16, 32 RPU (tenant-" in printed_text
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--simulator-scale-from", str(tmp_path / "none.parquet")]) == 2
     assert "no trace at" in capsys.readouterr().err
     settings_file.write_text("etta: 1\n")

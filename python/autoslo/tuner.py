@@ -36,6 +36,7 @@ from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
 from autoslo.traces import trace_classes
+from autoslo.workloads import slo_feasibility, validate_workload
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
@@ -578,7 +579,29 @@ def tune(
     r["history_days"] = len(days)
     r["tuned"] = True
     r["days_used"] = [day_of(d).isoformat() for d in r["days_used"]]
+    r["slo_out_of_reach"] = history_out_of_reach(counts, settings.eligible_sizes(), kappa)
     return TuneResult(ExecutionConfig(r.pop("config")), r)
+
+
+def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float) -> dict[str, Any]:
+    """The share of the history's queries (a reservoir's count table) whose SLO, κ × their
+    template's baseline as the tuner judges them, is below their runtime alone on every one of
+    ``sizes`` (:func:`autoslo.slo_feasibility`): overall and per tenant. Those queries are late
+    however the tuned configuration scales on those sizes; a larger size or a looser SLO reaches
+    them."""
+    n = counts.num_rows
+    texts = pa.table(
+        {"arrival": pa.array([0.0] * n), "template": counts["template"], "instance": counts["instance"], "tenant": counts["tenant"], "class": counts["class"]}
+    )
+    feasible = slo_feasibility(validate_workload(texts, kappa=kappa), sizes)["feasible"].to_pylist()
+    weight = counts["count"].to_pylist()
+    total: dict[str, list[int]] = {}
+    for tenant, ok, w in zip(counts["tenant"].to_pylist(), feasible, weight):
+        t = total.setdefault(tenant, [0, 0])
+        t[0] += w
+        t[1] += 0 if ok else w
+    queries, late = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())
+    return {"sizes": list(sizes), "kappa": kappa, "share": late / queries if queries else 0.0, "per_tenant": {k: v[1] / v[0] for k, v in sorted(total.items()) if v[0]}}
 
 
 def class_latency_scale(trace: pa.Table, predictor: _core.Predictor | None = None, *, min_queries: int = 30) -> dict[str, float]:

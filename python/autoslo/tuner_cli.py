@@ -118,6 +118,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         for c in rep["schedule_candidates"]
     ]
     print(fmt_table(cands, list(cands[0])))
+    reach = rep["slo_out_of_reach"]
+    if reach["share"] > 0:
+        worst = max(reach["per_tenant"].items(), key=lambda kv: kv[1])
+        print(
+            f"\n{reach['share']:.1%} of the history's queries have an SLO below their runtime alone on {', '.join(map(str, reach['sizes']))} RPU"
+            f" ({worst[0]}: {worst[1]:.1%}): late however the fleet scales; a larger size or a looser SLO reaches them (autoslo.slo_feasibility)"
+        )
     print(f"\nchosen: {result.config}")
     print(f"validation (simulated): violation rate {result.validation_violation_rate:.4f}, cost ${result.validation_cost:.2f}")
     print(f"wrote {args.out} (run it: autoslo emulate --config {args.out} ...)")
