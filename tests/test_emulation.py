@@ -116,8 +116,8 @@ def test_sizes_no_redshift_serverless_workgroup_can_have_are_refused_everywhere(
     Redshift Serverless base capacity (4, 8 to 512 in steps of 8, 544 to 1024 in steps of 32)."""
     from autoslo import predictor
 
-    assert [r for r in range(0, 1100) if autoslo._core.is_base_capacity(r)][:4] == [4, 8, 16, 24]
-    assert autoslo._core.is_base_capacity(1024) and not autoslo._core.is_base_capacity(1000) and not autoslo._core.is_base_capacity(2**40)
+    assert [r for r in range(0, 1100) if autoslo.is_base_capacity(r)][:4] == [4, 8, 16, 24]
+    assert autoslo.is_base_capacity(1024) and not autoslo.is_base_capacity(1000) and not autoslo.is_base_capacity(2**40)
     wl = autoslo.base_workload(0.2, seed=4, kappa=2).slice(0, 30)
     bad = "must be a Redshift Serverless base capacity"
     with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster size {bad}.*got 12"):

@@ -27,6 +27,7 @@ from autoslo._core import (
     billed_seconds,
     catalog_fit_report,
     catalog_table,
+    is_base_capacity,
     isolated_runtime,
     slo_for,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "catalog_table",
     "emulate",
     "simulate",
+    "is_base_capacity",
     "isolated_runtime",
     "phased_workload",
     "read_table",

@@ -295,7 +295,8 @@ class Router:
     """A Query Router used live (thread-safe; routing releases the GIL).
 
     ``policy`` is one of ``ROUTING_POLICIES``; ``autoslo``, ``autoslo-latency``, ``stage-cost`` and ``least-work`` need a
-    ``predictor``. ``clusters`` are the sizes (RPU) of the initial clusters, ids 0, 1, …
+    ``predictor``. ``clusters`` are the sizes (RPU) of the initial clusters, ids 0, 1, … (each a
+    Redshift Serverless base capacity, :func:`is_base_capacity`).
     ``slo_headroom`` (≥ 1): ``autoslo`` counts a query as a predicted violator when its predicted
     latency times this factor exceeds its SLO (1 is Algorithm 1's literal test).
     ``search`` (``autoslo`` policies): how a decision searches the clusters, one of

@@ -251,7 +251,8 @@ def emulate(
     queue: AdmissionQueue | None = None,
     budgets: Budgets | None = None,
 ) -> EmulationResult:
-    """Emulate ``workload`` on clusters of the given sizes (RPU), ready at t = 0.
+    """Emulate ``workload`` on clusters of the given sizes (RPU; each a Redshift Serverless base
+    capacity, :func:`autoslo.is_base_capacity`), ready at t = 0.
 
     ``routing`` is one of ``autoslo._core.ROUTING_POLICIES``: ``autoslo`` (the default, the product's
     router) or a baseline by name; ``autoslo``, ``autoslo-latency``, ``stage-cost`` and
