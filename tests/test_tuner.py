@@ -205,6 +205,11 @@ def test_tune_reports_the_historys_slos_out_of_reach(reservoir: T.Reservoir, his
     for tenant in ("tenant-1", "tenant-2"):
         mine = [not q["feasible"] for q in f if q["tenant"] == tenant]
         assert reach["per_tenant"][tenant] == pytest.approx(sum(mine) / len(mine))
+    # What allowing 64 or 128 RPU too would reach: never more out of reach than without.
+    assert [m["size"] for m in reach["with_larger"]] == [64, 128]
+    for m in reach["with_larger"]:
+        g = [not q["feasible"] for q in autoslo.slo_feasibility(history, [8, 16, 32, m["size"]]).to_pylist()]
+        assert m["share"] == pytest.approx(sum(g) / len(g)) and m["share"] <= reach["share"]
 
 
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,6 +262,7 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     printed_text = capsys.readouterr().out
     assert "simulator latency scale per class" in printed_text
     assert "of the history's queries have an SLO below their runtime alone on 16, 32 RPU (tenant-" in printed_text
+    assert "  with 64 RPU eligible too: " in printed_text
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--simulator-scale-from", str(tmp_path / "none.parquet")]) == 2
     assert "no trace at" in capsys.readouterr().err
     settings_file.write_text("etta: 1\n")

@@ -588,20 +588,32 @@ def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float) -
     template's baseline as the tuner judges them, is below their runtime alone on every one of
     ``sizes`` (:func:`autoslo.slo_feasibility`): overall and per tenant. Those queries are late
     however the tuned configuration scales on those sizes; a larger size or a looser SLO reaches
-    them."""
+    them. ``with_larger``: the same shares were each of the next two doublings of the largest
+    size (while a base capacity) eligible too, so a user sees what allowing it would reach."""
     n = counts.num_rows
-    texts = pa.table(
-        {"arrival": pa.array([0.0] * n), "template": counts["template"], "instance": counts["instance"], "tenant": counts["tenant"], "class": counts["class"]}
+    texts = validate_workload(
+        pa.table({"arrival": pa.array([0.0] * n), "template": counts["template"], "instance": counts["instance"], "tenant": counts["tenant"], "class": counts["class"]}),
+        kappa=kappa,
     )
-    feasible = slo_feasibility(validate_workload(texts, kappa=kappa), sizes)["feasible"].to_pylist()
-    weight = counts["count"].to_pylist()
-    total: dict[str, list[int]] = {}
-    for tenant, ok, w in zip(counts["tenant"].to_pylist(), feasible, weight):
-        t = total.setdefault(tenant, [0, 0])
-        t[0] += w
-        t[1] += 0 if ok else w
-    queries, late = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())
-    return {"sizes": list(sizes), "kappa": kappa, "share": late / queries if queries else 0.0, "per_tenant": {k: v[1] / v[0] for k, v in sorted(total.items()) if v[0]}}
+    tenants, weight = counts["tenant"].to_pylist(), counts["count"].to_pylist()
+
+    def shares(on: Sequence[int]) -> tuple[float, dict[str, float]]:
+        total: dict[str, list[int]] = {}
+        for tenant, ok, w in zip(tenants, slo_feasibility(texts, on)["feasible"].to_pylist(), weight):
+            t = total.setdefault(tenant, [0, 0])
+            t[0] += w
+            t[1] += 0 if ok else w
+        queries, late = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())
+        return (late / queries if queries else 0.0), {k: v[1] / v[0] for k, v in sorted(total.items()) if v[0]}
+
+    share, per_tenant = shares(sizes)
+    larger = []
+    if share > 0:
+        for size in (2 * max(sizes), 4 * max(sizes)):
+            if _core.is_base_capacity(size):
+                s, t = shares([*sizes, size])
+                larger.append({"size": size, "share": s, "per_tenant": t})
+    return {"sizes": list(sizes), "kappa": kappa, "share": share, "per_tenant": per_tenant, "with_larger": larger}
 
 
 def class_latency_scale(trace: pa.Table, predictor: _core.Predictor | None = None, *, min_queries: int = 30) -> dict[str, float]:

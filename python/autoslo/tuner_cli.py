@@ -125,6 +125,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             f"\n{reach['share']:.1%} of the history's queries have an SLO below their runtime alone on {', '.join(map(str, reach['sizes']))} RPU"
             f" ({worst[0]}: {worst[1]:.1%}): late however the fleet scales; a larger size or a looser SLO reaches them (autoslo.slo_feasibility)"
         )
+        for more in reach["with_larger"]:
+            print(f"  with {more['size']} RPU eligible too: {more['share']:.1%} ({worst[0]}: {more['per_tenant'].get(worst[0], 0.0):.1%})")
     print(f"\nchosen: {result.config}")
     print(f"validation (simulated): violation rate {result.validation_violation_rate:.4f}, cost ${result.validation_cost:.2f}")
     print(f"wrote {args.out} (run it: autoslo emulate --config {args.out} ...)")
