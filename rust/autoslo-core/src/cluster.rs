@@ -30,6 +30,17 @@ pub fn check_base_capacity(what: impl Into<String>, rpu: u32) -> Result<u32> {
     }
 }
 
+/// A non-empty list of base capacities, else an error naming `what` (or its entry `what[i]`).
+pub fn check_sizes(what: &str, sizes: &[u32]) -> Result<()> {
+    if sizes.is_empty() {
+        return Err(AutoSloError::InvalidConfig(format!("{what} must name at least one size")));
+    }
+    for (i, &s) in sizes.iter().enumerate() {
+        check_base_capacity(format!("{what}[{i}]"), s)?;
+    }
+    Ok(())
+}
+
 /// Identifier of a cluster within one emulation or simulation (dense, from 0).
 pub type ClusterId = u32;
 
@@ -96,5 +107,8 @@ mod tests {
             assert!(e.contains(&format!("got {bad}")) && e.contains("base capacity"), "{e}");
         }
         assert_eq!(check_base_capacity("size", 16).unwrap(), 16);
+        assert!(check_sizes("sizes", &[16, 32]).is_ok());
+        assert_eq!(check_sizes("sizes", &[]).unwrap_err().to_string(), "invalid configuration: sizes must name at least one size");
+        assert!(check_sizes("sizes", &[16, 33]).unwrap_err().to_string().starts_with("sizes[1] must be a Redshift Serverless base capacity"));
     }
 }

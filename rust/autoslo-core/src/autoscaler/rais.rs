@@ -56,12 +56,7 @@ pub struct RaisScaler {
 
 impl RaisScaler {
     pub fn new(level: Level, mut sizes: Vec<u32>, min_clusters: usize, max_clusters: usize) -> Result<Self> {
-        if sizes.is_empty() {
-            return Err(AutoSloError::InvalidConfig("eligible sizes must name at least one size".into()));
-        }
-        for (i, &s) in sizes.iter().enumerate() {
-            crate::cluster::check_base_capacity(format!("eligible sizes[{i}]"), s)?;
-        }
+        crate::cluster::check_sizes("eligible sizes", &sizes)?;
         if min_clusters == 0 || max_clusters < min_clusters {
             return Err(AutoSloError::InvalidConfig(format!("need 1 ≤ min_clusters ≤ max_clusters, got {min_clusters} and {max_clusters}")));
         }

@@ -71,12 +71,7 @@ impl Default for SelectorParams {
 
 impl SelectorParams {
     pub fn validated(self) -> Result<Self> {
-        if self.sizes.is_empty() {
-            return Err(AutoSloError::InvalidConfig("eligible sizes must name at least one size".into()));
-        }
-        for (i, &s) in self.sizes.iter().enumerate() {
-            crate::cluster::check_base_capacity(format!("eligible sizes[{i}]"), s)?;
-        }
+        crate::cluster::check_sizes("eligible sizes", &self.sizes)?;
         for (what, v) in [("spinup delay δ", self.spinup_s), ("window w", self.window_s), ("max replay", self.max_replay_s)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(AutoSloError::out_of_range(what, "a finite time ≥ 0 s", v));

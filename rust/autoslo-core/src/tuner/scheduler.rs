@@ -115,12 +115,7 @@ impl Default for SchedulerParams {
 
 impl SchedulerParams {
     pub fn validated(self) -> Result<Self> {
-        if self.sizes.is_empty() {
-            return Err(AutoSloError::InvalidConfig("the scheduler's eligible sizes must name at least one size".into()));
-        }
-        for (i, &s) in self.sizes.iter().enumerate() {
-            crate::cluster::check_base_capacity(format!("spinup_sizes[{i}]"), s)?;
-        }
+        crate::cluster::check_sizes("spinup_sizes", &self.sizes)?;
         if self.phi == 0 {
             return Err(AutoSloError::out_of_range("attempts per round φ", "≥ 1", 0));
         }
