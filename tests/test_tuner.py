@@ -263,6 +263,13 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert "simulator latency scale per class" in printed_text
     assert "of the history's queries have an SLO below their runtime alone on 16, 32 RPU (tenant-" in printed_text
     assert "  with 64 RPU eligible too: " in printed_text
+    # --sizes sets the sizes scheduled spinups and the autoscaler may add.
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--sizes", "16,64", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["report"]["slo_out_of_reach"]["sizes"] == [16, 32, 64] and printed["config"]["autoscaler"]["sizes"] == [16, 64]  # 32: an initial set
+    with pytest.raises(SystemExit):  # argparse refuses the value
+        main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--sizes", "16,60"])
+    assert "got 60 in '16,60'" in capsys.readouterr().err
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--simulator-scale-from", str(tmp_path / "none.parquet")]) == 2
     assert "no trace at" in capsys.readouterr().err
     settings_file.write_text("etta: 1\n")

@@ -63,6 +63,10 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
             raise ValueError(f"{args.settings}: unknown tuner settings {unknown} (known: {sorted(known)})")
         data.update(loaded)
     data["tau"] = args.tau
+    if args.sizes is not None:
+        data["spinup_sizes"] = args.sizes
+        if data.get("autoscaler", {}) is not None:
+            data["autoscaler"] = {**(data.get("autoscaler") or {}), "sizes": args.sizes}
     if args.forecasts is not None:
         data["forecasts"] = args.forecasts
     if args.seed is not None:
@@ -123,7 +127,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         worst = max(reach["per_tenant"].items(), key=lambda kv: kv[1])
         print(
             f"\n{reach['share']:.1%} of the history's queries have an SLO below their runtime alone on {', '.join(map(str, reach['sizes']))} RPU"
-            f" ({worst[0]}: {worst[1]:.1%}): late however the fleet scales; a larger size or a looser SLO reaches them (autoslo.slo_feasibility)"
+            f" ({worst[0]}: {worst[1]:.1%}): late however the fleet scales; a larger size (--sizes) or a looser SLO reaches them"
         )
         for more in reach["with_larger"]:
             print(f"  with {more['size']} RPU eligible too: {more['share']:.1%} ({worst[0]}: {more['per_tenant'].get(worst[0], 0.0):.1%})")
@@ -188,6 +192,7 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="CONFIG.yaml")
     p.add_argument("--history-days", dest="history_days", type=argtypes.count(0), help="use only the last N days before DAY (default: all; 0 = no past data, the untuned configuration)")
     p.add_argument("--kappa", type=argtypes.positive, default=2.0, help="SLO = κ × per-template baseline for the forecast queries (default 2)")
+    p.add_argument("--sizes", type=argtypes.sizes, help="cluster sizes (RPU) the configuration may add, by scheduled spinups and by its autoscaler (default 16,32)")
     p.add_argument("--forecasts", type=argtypes.count(2), help="forecasts N (default 20, 60 %% for training)")
     p.add_argument("--seed", type=argtypes.count(0), help="seed of the forecasts and the search (default 0)")
     p.add_argument("--settings", metavar="FILE.yaml", help="tuner settings (any field of autoslo.tuner.TunerSettings)")
