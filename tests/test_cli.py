@@ -114,6 +114,8 @@ def test_an_option_that_would_do_nothing_is_refused(capsys: pytest.CaptureFixtur
         (["reproduce", "spinup-size", "--seed", "-1"], "argument --seed: need a whole number ≥ 0"),
         (["reproduce", "premium", "--premium", "nobody"], "no tenant 'nobody' in the workload"),
         (["predictor", "train", "--traces", "t", "--out", "m", "--epochs", "0"], "argument --epochs: need a whole number ≥ 1"),
+        (["predictor", "data", "--out", "d", "--sizes", "8", "12"], "argument --sizes: a cluster size must be a Redshift Serverless base capacity in RPU (4, 8 to 512 in steps of 8, or 544 to 1024 in steps of 32), got 12"),
+        (["predictor", "data", "--out", "d", "--sizes", "x"], "argument --sizes: a cluster size is a whole number of RPU, got 'x'"),
     ],
 )
 def test_other_commands_refuse_values_before_any_work(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:

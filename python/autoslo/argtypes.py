@@ -24,6 +24,17 @@ def sizes(text: str) -> list[int]:
     return out
 
 
+def size(text: str) -> int:
+    """One cluster size in RPU, a Redshift Serverless base capacity: ``16``."""
+    try:
+        out = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"a cluster size is a whole number of RPU, got {text!r}") from e
+    if not _core.is_base_capacity(out):
+        raise argparse.ArgumentTypeError(f"a cluster size must be {_core.BASE_CAPACITIES}, got {out}")
+    return out
+
+
 def count(least: int) -> Callable[[str], int]:
     """A whole number ≥ ``least``."""
 

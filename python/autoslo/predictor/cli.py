@@ -138,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = ps.add_parser("data", help="emulate the paper's training traces to Parquet")
     d.add_argument("--out", required=True, help="output directory")
     d.add_argument("--seeds", type=argtypes.count(0), nargs="+", default=[0, 1, 2, 3], help="seeds; the last two are validation and test")
-    d.add_argument("--sizes", type=argtypes.count(1), nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
+    d.add_argument("--sizes", type=argtypes.size, nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
     d.add_argument("--redbench", action="store_true", help="also Redbench-like windows on each size (multi-tenant traffic with heavy backfills; see docs/predictor.md)")
     d.set_defaults(func=cmd_data)
 
