@@ -68,6 +68,9 @@ def test_task_functions_run_the_cycle_and_are_idempotent(world: dict[str, Path],
     assert not (tmp_path / "reservoir-typo").exists() and not staging.exists()
     tuned = A.tune_day(reservoir, plan, staging, settings=world["settings"])
     assert tuned["tuned"] and d1.isoformat() in tuned["days_used"]
+    # The report on disk says which of the history's SLOs no eligible size can meet, per tenant.
+    on_disk = json.loads(Path(f"{staging}.report.json").read_text())
+    assert on_disk == json.loads(json.dumps(tuned)) and set(on_disk["slo_out_of_reach"]) >= {"sizes", "share", "per_tenant", "with_larger"}
     v = A.validate(staging, reservoir, plan, settings=world["settings"], forecasts=2)
     assert v["validated"] and v["forecasts"] == 2 and 0 <= v["violation_rate"] <= 1
     published = A.publish(staging, tmp_path / "pub", plan)
