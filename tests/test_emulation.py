@@ -128,7 +128,7 @@ def test_sizes_no_redshift_serverless_workgroup_can_have_are_refused_everywhere(
         autoslo.emulate(wl, [16], autoscaler=autoslo.AutoscalerConfig(sizes=(16, 36)))
     with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster size {bad}.*got 20"):
         autoslo.simulate(wl, [20], predictor=predictor.load())
-    with pytest.raises(autoslo.AutoSloCoreError, match=f"cluster 1's size {bad}.*got 2"):
+    with pytest.raises(autoslo.AutoSloCoreError, match=f"a router's clusters\\[1\\] {bad}.*got 2"):
         autoslo.Router("round-robin", [16, 2])
     assert autoslo.emulate(wl, [4, 24, 1024]).summary()["queries"] == 30
 

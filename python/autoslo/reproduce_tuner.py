@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from autoslo import _core
@@ -34,7 +33,7 @@ from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import EmulationResult, emulate
 from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, class_latency_scale, tune
-from autoslo.workloads import redbench_workload, slo_feasibility, window
+from autoslo.workloads import redbench_workload, slo_out_of_reach, window
 
 #: Day 0 of the generated history (a Monday).
 START = dt.date(2024, 4, 1)
@@ -264,13 +263,8 @@ def infeasible_shares(workload: pa.Table, sizes: Sequence[int]) -> dict[str, Any
     ``sizes`` (AutoSLO's), and on one 64 RPU cluster (the largest baseline's): no scaling meets
     them (:func:`autoslo.slo_feasibility`). ``per_tenant``: each tenant's share on ``sizes``."""
 
-    def share(f: pa.ChunkedArray | pa.Array) -> float:
-        return 1.0 - pc.sum(pc.cast(f, pa.int64())).as_py() / len(f) if len(f) else 0.0
-
-    on_sizes = slo_feasibility(workload, sizes)
-    tenants = on_sizes["tenant"] if "tenant" in on_sizes.column_names else None
-    per_tenant = {} if tenants is None else {t: share(on_sizes.filter(pc.equal(tenants, t))["feasible"]) for t in sorted(set(tenants.to_pylist()))}
-    return {"sizes": list(sizes), "share": share(on_sizes["feasible"]), "share_on_64_rpu": share(slo_feasibility(workload, [64])["feasible"]), "per_tenant": per_tenant}
+    on_sizes = slo_out_of_reach(workload, sizes)
+    return {"sizes": list(sizes), "share": on_sizes["share"], "share_on_64_rpu": slo_out_of_reach(workload, [64])["share"], "per_tenant": on_sizes["per_tenant"]}
 
 
 #: Figure 6's baselines: (name, initial clusters, routing, autoscaler).

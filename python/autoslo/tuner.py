@@ -36,7 +36,7 @@ from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
 from autoslo.traces import trace_classes
-from autoslo.workloads import slo_feasibility, validate_workload
+from autoslo.workloads import slo_out_of_reach, validate_workload
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
@@ -586,34 +586,23 @@ def tune(
 def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float) -> dict[str, Any]:
     """The share of the history's queries (a reservoir's count table) whose SLO, κ × their
     template's baseline as the tuner judges them, is below their runtime alone on every one of
-    ``sizes`` (:func:`autoslo.slo_feasibility`): overall and per tenant. Those queries are late
-    however the tuned configuration scales on those sizes; a larger size or a looser SLO reaches
-    them. ``with_larger``: the same shares were each of the next two doublings of the largest
-    size (while a base capacity) eligible too, so a user sees what allowing it would reach."""
+    ``sizes`` (:func:`autoslo.workloads.slo_out_of_reach`): overall and per tenant. Those queries
+    are late however the tuned configuration scales on those sizes; a larger size or a looser SLO
+    reaches them. ``with_larger``: the same shares were each of the next two doublings of the
+    largest size (while a base capacity) eligible too, so a user sees what allowing it would
+    reach."""
     n = counts.num_rows
     texts = validate_workload(
         pa.table({"arrival": pa.array([0.0] * n), "template": counts["template"], "instance": counts["instance"], "tenant": counts["tenant"], "class": counts["class"]}),
         kappa=kappa,
     )
-    tenants, weight = counts["tenant"].to_pylist(), counts["count"].to_pylist()
-
-    def shares(on: Sequence[int]) -> tuple[float, dict[str, float]]:
-        total: dict[str, list[int]] = {}
-        for tenant, ok, w in zip(tenants, slo_feasibility(texts, on)["feasible"].to_pylist(), weight):
-            t = total.setdefault(tenant, [0, 0])
-            t[0] += w
-            t[1] += 0 if ok else w
-        queries, late = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())
-        return (late / queries if queries else 0.0), {k: v[1] / v[0] for k, v in sorted(total.items()) if v[0]}
-
-    share, per_tenant = shares(sizes)
-    larger = []
-    if share > 0:
+    weight = counts["count"].to_pylist()
+    out = {"sizes": list(sizes), "kappa": kappa, **slo_out_of_reach(texts, sizes, weight), "with_larger": []}
+    if out["share"] > 0:
         for size in (2 * max(sizes), 4 * max(sizes)):
             if _core.is_base_capacity(size):
-                s, t = shares([*sizes, size])
-                larger.append({"size": size, "share": s, "per_tenant": t})
-    return {"sizes": list(sizes), "kappa": kappa, "share": share, "per_tenant": per_tenant, "with_larger": larger}
+                out["with_larger"].append({"size": size, **slo_out_of_reach(texts, [*sizes, size], weight)})
+    return out
 
 
 def class_latency_scale(trace: pa.Table, predictor: _core.Predictor | None = None, *, min_queries: int = 30) -> dict[str, float]:

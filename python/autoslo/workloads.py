@@ -9,6 +9,7 @@ A workload is a ``pyarrow.Table`` with columns ``query_id`` (int), ``arrival`` (
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 from os import PathLike
 from pathlib import Path
 
@@ -141,3 +142,20 @@ def slo_feasibility(workload: pa.Table, sizes: Sequence[int]) -> pa.Table:
     fastest_s = pa.array([f[0] for f in fastest], pa.float64())
     t = workload.append_column("fastest_rpu", pa.array([f[1] for f in fastest], pa.int64())).append_column("fastest_s", fastest_s)
     return t.append_column("feasible", pc.fill_null(pc.greater_equal(workload["slo"], fastest_s), False))
+
+
+def slo_out_of_reach(workload: pa.Table, sizes: Sequence[int], weight: Sequence[int] | None = None) -> dict[str, Any]:
+    """The share of ``workload``'s queries whose SLO no cluster of ``sizes`` can meet
+    (:func:`slo_feasibility`), overall (``share``) and per tenant (``per_tenant``; empty without a
+    ``tenant`` column). ``weight``: how many queries each row stands for (default one each)."""
+    late = [not ok for ok in slo_feasibility(workload, sizes)["feasible"].to_pylist()]
+    weights = [1] * len(late) if weight is None else list(weight)
+    tenants = workload["tenant"].to_pylist() if "tenant" in workload.column_names else [None] * len(late)
+    total: dict[str | None, list[int]] = {}
+    for tenant, out, w in zip(tenants, late, weights):
+        t = total.setdefault(tenant, [0, 0])
+        t[0] += w
+        t[1] += w if out else 0
+    queries, missed = sum(t[0] for t in total.values()), sum(t[1] for t in total.values())
+    per_tenant = {k: v[1] / v[0] for k, v in sorted(total.items()) if k is not None and v[0]}
+    return {"share": missed / queries if queries else 0.0, "per_tenant": per_tenant}

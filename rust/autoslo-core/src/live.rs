@@ -24,12 +24,7 @@ pub struct LiveRouter {
 impl LiveRouter {
     /// A live router with `router` over ready clusters of `sizes` RPU (ids 0, 1, …).
     pub fn new(router: Box<dyn Router>, sizes: &[u32]) -> Result<Self> {
-        if sizes.is_empty() {
-            return Err(AutoSloError::InvalidConfig("a router needs at least one cluster".into()));
-        }
-        for (i, &s) in sizes.iter().enumerate() {
-            crate::cluster::check_base_capacity(format!("cluster {i}'s size"), s)?;
-        }
+        crate::cluster::check_sizes("a router's clusters", sizes)?;
         let clusters = sizes
             .iter()
             .enumerate()
@@ -182,7 +177,7 @@ mod tests {
         assert!(LiveRouter::new(Box::new(RoundRobin::default()), &[]).is_err());
         assert!(LiveRouter::new(Box::new(RoundRobin::default()), &[16, 0]).is_err());
         let e = LiveRouter::new(Box::new(RoundRobin::default()), &[16, 3]).err().expect("size 3 is refused").to_string();
-        assert!(e.starts_with("cluster 1's size must be a Redshift Serverless base capacity"), "{e}");
+        assert!(e.starts_with("a router's clusters[1] must be a Redshift Serverless base capacity"), "{e}");
         let mut live = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
         assert!(live.add_cluster(12, None).is_err() && live.add_cluster(24, None).is_ok());
         let mut r = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();

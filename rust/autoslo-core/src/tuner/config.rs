@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::autoscaler::{scaler_by_name, AutoscalerParams, ScalerOptions, SCALING_POLICIES};
-use crate::cluster::check_base_capacity;
+use crate::cluster::{check_base_capacity, check_sizes};
 use crate::control::{Action, PlannedScaler, ScheduledAction, ScheduledScaler, Scaler};
 use crate::error::{AutoSloError, Result};
 use crate::router::ROUTING_POLICIES;
@@ -174,12 +174,7 @@ impl ExecutionConfig {
         if self.version != CONFIG_VERSION {
             return Err(AutoSloError::InvalidConfig(format!("execution configuration version {} is not supported (this AutoSLO reads version {CONFIG_VERSION})", self.version)));
         }
-        if self.initial_clusters.is_empty() {
-            return Err(AutoSloError::InvalidConfig("execution configuration: `initial_clusters` must name at least one cluster size".into()));
-        }
-        for (i, &s) in self.initial_clusters.iter().enumerate() {
-            check_base_capacity(format!("initial_clusters[{i}]"), s)?;
-        }
+        check_sizes("initial_clusters", &self.initial_clusters)?;
         for (i, s) in self.scheduled_spinups.iter().enumerate() {
             if !(s.at_s.is_finite() && s.at_s >= 0.0) {
                 return Err(AutoSloError::out_of_range(format!("scheduled_spinups[{i}].at_s"), "a finite time ≥ 0 s", s.at_s));
