@@ -95,6 +95,8 @@ def test_autoscaling_options_map_to_the_autoscaler_they_name() -> None:
         (["--timeout", "-5"], "need a finite time ≥ 0 s"),
         (["--clusters", "16,7"], "cluster sizes must each be a Redshift Serverless base capacity in RPU (4, 8 to 512 in steps of 8, or 544 to 1024 in steps of 32), got 7 in '16,7'"),
         (["--autoscaler", "autoslo", "--sizes", "8,520,2048"], "got 520, 2048 in '8,520,2048'"),
+        (["--clusters", "16,,32"], "argument --clusters: an empty cluster size between commas in '16,,32'"),
+        (["--autoscaler", "autoslo", "--sizes", "16,32,"], "argument --sizes: an empty cluster size between commas in '16,32,'"),
     ],
 )
 def test_an_option_that_would_do_nothing_is_refused(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:

@@ -154,6 +154,25 @@ def test_execution_configs_round_trip_and_reject_unknown_fields(tmp_path: Path) 
     assert T.ExecutionConfig.load(path).autoscaler["selector_spinup_on_tie"] is True
 
 
+def test_a_nan_or_infinity_is_refused_by_the_field_that_holds_it(tmp_path: Path) -> None:
+    # JSON has no NaN: without the check the core could only say "expected value at line 1 column 50".
+    nan, inf = float("nan"), float("inf")
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"^execution configuration: `autoscaler\.tau` must be a finite number, got nan$"):
+        T.ExecutionConfig({"initial_clusters": [16], "autoscaler": {"tau": nan}})
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"`scheduled_spinups\[0\]\.at_s` must be a finite number, got inf"):
+        T.ExecutionConfig({"initial_clusters": [16], "scheduled_spinups": [{"at_s": inf, "size": 16}]})
+    path = tmp_path / "c.yaml"
+    path.write_text("initial_clusters: [16]\nautoscaler:\n  tau_trigger: .nan\n")
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"c\.yaml: execution configuration: `autoscaler\.tau_trigger` must be a finite number"):
+        T.ExecutionConfig.load(path)
+    with pytest.raises(ValueError, match="tuner setting `tau` must be a finite number, got nan"):
+        T.TunerSettings(tau=nan)
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"tuner settings: `space\.t_idle_s\[1\]` must be a finite number"):
+        T.TunerSettings(space={"t_idle_s": [600.0, nan]}).to_json()
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"slo_policy: `deadlines\[0\]\.deadline_s` must be a finite number"):
+        autoslo.tenancy.apply_slo_policy(autoslo.base_workload(0.1), {"deadlines": [{"tier": "*", "class": "adhoc", "deadline_s": nan}]})
+
+
 def test_emulate_runs_a_configuration_with_its_schedule() -> None:
     wl = autoslo.base_workload(0.2, seed=3, kappa=2)
     cfg = T.ExecutionConfig({"initial_clusters": [8], "scheduled_spinups": [{"at_s": 100, "size": 16}], "autoscaler": None})

@@ -12,12 +12,16 @@ from autoslo import _core
 
 def sizes(text: str) -> list[int]:
     """Cluster sizes in RPU, comma-separated: ``16,32``."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"need at least one cluster size, got {text!r}")
+    parts = [s.strip() for s in text.split(",")]
+    if "" in parts:
+        # "16,,32" is a typo more often than a list of two; say so instead of guessing.
+        raise argparse.ArgumentTypeError(f"an empty cluster size between commas in {text!r}")
     try:
-        out = [int(s) for s in text.split(",") if s.strip()]
+        out = [int(s) for s in parts]
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"cluster sizes must be comma-separated integers (RPU), got {text!r}") from e
-    if not out:
-        raise argparse.ArgumentTypeError(f"need at least one cluster size, got {text!r}")
     bad = [s for s in out if not _core.is_base_capacity(s)]
     if bad:
         raise argparse.ArgumentTypeError(f"cluster sizes must each be {_core.BASE_CAPACITIES}, got {', '.join(map(str, bad))} in {text!r}")

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from autoslo import _core
+from autoslo import _core, corejson
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,7 @@ def apply_slo_policy(workload: pa.Table, policy: Mapping[str, Any]) -> pa.Table:
     ``default_tier`` (``standard``), ``deadlines`` (``{tier, class, deadline_s}``, tier ``*`` for
     any) and ``templates`` (``{template, deadline_s[, tier]}`` overrides). A query no rule covers
     keeps its SLO. Bad policies raise :class:`autoslo.AutoSloCoreError` naming the rule."""
-    table, tiers = _core.apply_slo_policy(workload, json.dumps(dict(policy)))
+    table, tiers = _core.apply_slo_policy(workload, corejson.dumps(dict(policy), "slo_policy"))
     extra = [c for c in workload.column_names if c not in table.column_names and c != "tier"]
     for c in extra:
         table = table.append_column(c, workload[c])

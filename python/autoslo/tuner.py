@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
-from autoslo import _core
+from autoslo import _core, corejson
 from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
@@ -67,7 +67,7 @@ class ExecutionConfig:
     values and unknown policies are errors that name the field)."""
 
     def __init__(self, data: Mapping[str, Any] | str) -> None:
-        text = data if isinstance(data, str) else json.dumps(dict(data))
+        text = data if isinstance(data, str) else corejson.dumps(dict(data), "execution configuration")
         self._data: dict[str, Any] = json.loads(_core.validate_execution_config(text))
 
     @classmethod
@@ -502,6 +502,10 @@ class TunerSettings:
             for c, v in scale.items():
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                     raise ValueError(f"tuner setting `simulator_class_scale`: the multiplier of class {c!r} must be a finite number, got {v!r}")
+        # Every other number goes to the core as JSON, which has no NaN or infinity: refused here by name.
+        for name, v in self.__dict__.items():
+            if isinstance(v, float) and not np.isfinite(v):
+                raise ValueError(f"tuner setting `{name}` must be a finite number, got {v!r}")
 
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial
@@ -523,7 +527,7 @@ class TunerSettings:
             d["space"] = {}
         elif self.space:
             d["space"] = self.space
-        return _core.tuner_settings(json.dumps(d))
+        return _core.tuner_settings(corejson.dumps(d, "tuner settings"))
 
 
 @dataclass
