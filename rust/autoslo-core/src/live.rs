@@ -133,6 +133,9 @@ impl LiveRouter {
     /// until then); returns its id.
     pub fn add_cluster(&mut self, size: u32, ready_at: Option<f64>) -> Result<ClusterId> {
         crate::cluster::check_base_capacity("cluster size", size)?;
+        if let Some(t) = ready_at.filter(|t| !t.is_finite()) {
+            return Err(AutoSloError::out_of_range("ready_at", "a finite time in seconds", t));
+        }
         let now = self.now;
         let id = self.next_id;
         self.next_id += 1;
@@ -180,6 +183,10 @@ mod tests {
         assert!(e.starts_with("a router's clusters[1] must be a Redshift Serverless base capacity"), "{e}");
         let mut live = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
         assert!(live.add_cluster(12, None).is_err() && live.add_cluster(24, None).is_ok());
+        let e = live.add_cluster(16, Some(f64::NAN)).err().expect("a NaN ready time is refused").to_string();
+        assert!(e.starts_with("ready_at must be a finite time in seconds"), "{e}");
+        assert!(live.add_cluster(16, Some(f64::INFINITY)).is_err(), "a cluster never ready is refused");
+        assert_eq!(live.clusters().len(), 2, "a refused cluster is not added");
         let mut r = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
         assert_eq!(r.route(1, text(), 1.0, 10.0).unwrap(), 0);
         assert!(r.route(1, text(), 2.0, 10.0).is_err(), "a running id is refused");
