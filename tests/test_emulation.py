@@ -283,8 +283,13 @@ def test_a_reserved_share_of_the_queue_lets_its_tenant_wait_less() -> None:
     assert expired(shared, "tenant-1") > expired(fifo, "tenant-1"), "the other tenant waits instead"
     with pytest.raises(autoslo.AutoSloCoreError, match="tenant `nobody`"):
         autoslo.emulate(wl, [8], queue=AdmissionQueue(shares={"nobody": Share(1.0)}))
-    with pytest.raises(autoslo.AutoSloCoreError, match="weight"):
+    # Bad shares are refused when the queue is made, naming the tenant (the core knows it only by index).
+    with pytest.raises(autoslo.AutoSloCoreError, match="share of tenant 'tenant-2': weight must be a finite number > 0, got 0.0"):
         autoslo.emulate(wl, [8], queue=AdmissionQueue(shares={"tenant-2": Share(weight=0.0)}))
+    with pytest.raises(autoslo.AutoSloCoreError, match="share of tenant 'tenant-1': reservation"):
+        AdmissionQueue(shares={"tenant-1": Share(reservation=float("nan"))})
+    with pytest.raises(autoslo.AutoSloCoreError, match="the default share: weight"):
+        AdmissionQueue(default_share=Share(weight=float("inf")))
 
 
 def test_budgets_refuse_a_tenant_past_its_estimated_spend() -> None:
@@ -308,8 +313,10 @@ def test_budgets_refuse_a_tenant_past_its_estimated_spend() -> None:
     assert {"budget", "infeasible-deadline"} <= set(both.trace["reject_reason"].drop_null().to_pylist())
     with pytest.raises(autoslo.AutoSloCoreError, match="tenant `nobody`"):
         autoslo.emulate(wl, [16], budgets=Budgets({"nobody": 1.0}))
-    with pytest.raises(autoslo.AutoSloCoreError, match="budget"):
+    with pytest.raises(autoslo.AutoSloCoreError, match="the budget of tenant 'tenant-1' must be a finite number of dollars ≥ 0, got -1.0"):
         autoslo.emulate(wl, [16], budgets=Budgets({"tenant-1": -1.0}))
+    with pytest.raises(autoslo.AutoSloCoreError, match="the budget of tenant 'tenant-2'.*got nan"):
+        Budgets({"tenant-1": 1.0, "tenant-2": float("nan")})
 
 
 def test_the_report_counts_failed_and_cancelled_outcomes_apart() -> None:
@@ -398,3 +405,7 @@ def test_deferred_backfills_start_in_the_night_and_the_day_misses_less() -> None
         autoslo.emulate(wl, [16], queue=AdmissionQueue(defer=Deferral(["nightly"])))
     with pytest.raises(autoslo.AutoSloCoreError, match="same time of day"):
         autoslo.emulate(wl, [16], queue=AdmissionQueue(defer=Deferral(["backfill"], from_h=6, until_h=6)))
+    with pytest.raises(autoslo.AutoSloCoreError, match="deferral `from_h` must be an hour of the day from 0 to 24, got 30"):
+        Deferral(["backfill"], from_h=30)
+    with pytest.raises(autoslo.AutoSloCoreError, match="deferral `until_h`.*got nan"):
+        Deferral(["backfill"], until_h=float("nan"))

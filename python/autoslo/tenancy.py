@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,13 @@ from typing import Any
 import pyarrow as pa
 
 from autoslo import _core, corejson
+
+
+def _finite_at_least(value: object, least: float) -> bool:
+    """Whether ``value`` is a real number (not a bool), finite and ≥ ``least``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and value >= least
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,11 @@ class Budgets:
     per_tenant: Mapping[str, float]
     window_s: float = 86_400.0
 
+    def __post_init__(self) -> None:
+        for tenant, budget in self.per_tenant.items():
+            if not _finite_at_least(budget, 0.0):
+                raise _core.AutoSloCoreError(f"the budget of tenant {tenant!r} must be a finite number of dollars ≥ 0, got {budget!r}")
+
     def as_args(self) -> tuple[dict[str, float], float]:
         """The form ``_core.emulate(budgets=...)`` takes."""
         return {str(k): float(v) for k, v in self.per_tenant.items()}, float(self.window_s)
@@ -92,6 +105,12 @@ class Deferral:
     from_h: float = 20.0
     until_h: float = 6.0
     slots_per_cluster: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("from_h", "until_h"):
+            h = getattr(self, name)
+            if not (_finite_at_least(h, 0.0) and h <= 24.0):
+                raise _core.AutoSloCoreError(f"deferral `{name}` must be an hour of the day from 0 to 24, got {h!r}")
 
     def as_args(self) -> tuple[list[str], float, float, int]:
         """The form ``_core.emulate(queue=(..., deferral))`` takes."""
@@ -128,6 +147,14 @@ class AdmissionQueue:
     max_wait_s: float = float("inf")
     excess_only: bool = True
     defer: Deferral | None = None
+
+    def __post_init__(self) -> None:
+        named = [(f"tenant {t!r}", sh) for t, sh in (self.shares or {}).items()]
+        for who, share in [*named, ("the default share", self.default_share)]:
+            if not _finite_at_least(share.reservation, 0.0):
+                raise _core.AutoSloCoreError(f"the queue's share of {who}: reservation must be a finite number of work-seconds per second ≥ 0, got {share.reservation!r}")
+            if not (_finite_at_least(share.weight, 0.0) and share.weight > 0):
+                raise _core.AutoSloCoreError(f"the queue's share of {who}: weight must be a finite number > 0, got {share.weight!r}")
 
     def as_args(
         self,

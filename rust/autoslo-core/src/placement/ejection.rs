@@ -74,8 +74,14 @@ pub struct OutlierEjector {
 
 impl OutlierEjector {
     pub fn new(destinations: usize, policy: EjectionPolicy) -> Result<Self> {
-        if !(policy.ratio > 1.0 && policy.alpha > 0.0 && policy.alpha <= 1.0 && (0.0..=1.0).contains(&policy.max_ejected_fraction) && policy.base_ejection_s > 0.0) {
-            return Err(AutoSloError::InvalidConfig(format!("ejection policy out of range: {policy:?}")));
+        let checks = [
+            ("ratio", "a finite factor > 1", policy.ratio.is_finite() && policy.ratio > 1.0, policy.ratio),
+            ("alpha", "in (0, 1]", policy.alpha > 0.0 && policy.alpha <= 1.0, policy.alpha),
+            ("max_ejected_fraction", "in [0, 1]", (0.0..=1.0).contains(&policy.max_ejected_fraction), policy.max_ejected_fraction),
+            ("base_ejection_s", "a finite time > 0 s", policy.base_ejection_s.is_finite() && policy.base_ejection_s > 0.0, policy.base_ejection_s),
+        ];
+        if let Some((field, expected, _, got)) = checks.into_iter().find(|c| !c.2) {
+            return Err(AutoSloError::out_of_range(format!("ejection policy's {field}"), expected, got));
         }
         Ok(Self { policy, health: vec![Health::default(); destinations], ejections: Vec::new() })
     }
@@ -283,5 +289,12 @@ mod tests {
         // 20 % of 5 destinations: never both at once.
         assert!(two.windows(2).all(|w| w[1].0 >= w[0].0 + w[0].2 || w[0].1 == w[1].1), "{two:?}");
         assert!(OutlierEjector::new(3, EjectionPolicy { ratio: 0.5, ..Default::default() }).is_err());
+        // A bad field is named, NaN included (NaN compares false, so it must not slip through).
+        let named = |p: EjectionPolicy| OutlierEjector::new(3, p).unwrap_err().to_string();
+        assert_eq!(named(EjectionPolicy { ratio: f64::NAN, ..Default::default() }), "ejection policy's ratio must be a finite factor > 1, got NaN");
+        assert!(named(EjectionPolicy { ratio: f64::INFINITY, ..Default::default() }).starts_with("ejection policy's ratio"));
+        assert!(named(EjectionPolicy { alpha: 2.0, ..Default::default() }).starts_with("ejection policy's alpha must be in (0, 1]"));
+        assert!(named(EjectionPolicy { max_ejected_fraction: f64::NAN, ..Default::default() }).starts_with("ejection policy's max_ejected_fraction"));
+        assert!(named(EjectionPolicy { base_ejection_s: f64::INFINITY, ..Default::default() }).starts_with("ejection policy's base_ejection_s"));
     }
 }
