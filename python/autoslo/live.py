@@ -206,8 +206,8 @@ def live(
     product's router with the bundled predictor), runs its template's SQL (``sql``: a
     :class:`LocalData` or a template → text mapping) on a pooled connection, and is timed at the
     client. The autoscaler (``autoscaler`` or ``config``'s) runs every ``tick_s`` and creates or
-    deletes workgroups through the cluster manager; ``spinup_s`` is the spinup delay the router
-    assumes. Times in the trace are on the control plane's clock (real seconds × ``time_scale``,
+    deletes workgroups through the cluster manager; a new workgroup takes queries once it is
+    AVAILABLE, and until then the router plans with the spinup delay ``spinup_s``. Times in the trace are on the control plane's clock (real seconds × ``time_scale``,
     the scale SLOs are in). A query whose cluster is lost (killed server, refused connection,
     never available within ``create_timeout_s``) is retried once on another cluster; every query
     ends with exactly one row. The initial clusters are waited for up to ``initial_timeout_s``

@@ -135,7 +135,7 @@ def register(sub: Any) -> None:
     p.add_argument("--time-scale", dest="time_scale", type=argtypes.positive, default=1.0, help="workload seconds per real second (default 1)")
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in workload seconds (default 3600; 0 = none)")
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in workload seconds (default 10)")
-    p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router assumes, workload seconds (default 300)")
+    p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router plans with until a new workgroup is AVAILABLE, workload seconds (default 300)")
     p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
     p.add_argument("--pool-size", dest="pool_size", type=argtypes.count(1), default=8, help="connections per cluster (default 8)")
     p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="real seconds a workgroup may take to become available (default 900)")

@@ -153,6 +153,8 @@ struct Slot {
     teardown_at: Option<f64>,
     gone_at: Option<f64>,
     failed_reported: bool,
+    /// The control plane knows it is ready (the watchdog told it; initial clusters start ready).
+    ready_reported: bool,
 }
 
 /// The clusters of a run, shared by the manager, the query tasks and the watchdog.
@@ -252,7 +254,7 @@ struct CloudManager {
 impl ClusterManager for CloudManager {
     fn spin_up(&mut self, cluster: ClusterId, size: u32, now: f64) -> autoslo_core::error::Result<f64> {
         let name = self.fleet.name(cluster);
-        self.fleet.slots().insert(cluster, Slot { name, size, state: SlotState::Pending, inflight: 0, requested_at: now, ready_at: None, teardown_at: None, gone_at: None, failed_reported: false });
+        self.fleet.slots().insert(cluster, Slot { name, size, state: SlotState::Pending, inflight: 0, requested_at: now, ready_at: None, teardown_at: None, gone_at: None, failed_reported: false, ready_reported: false });
         self.fleet.rt.spawn(Arc::clone(&self.fleet).bring_up(cluster, size));
         Ok(now + self.fleet.settings.expected_spinup_s)
     }
@@ -265,6 +267,12 @@ impl ClusterManager for CloudManager {
     }
     fn name(&self) -> &str {
         "redshift-serverless"
+    }
+    /// The watchdog tells the control plane when each workgroup is AVAILABLE: the router sends it
+    /// queries from then, not from `expected_spinup_s` after the request (AWS takes about a
+    /// minute, `workgroup_lifecycle_timings.yml`; the estimate is a guess either way).
+    fn confirms_readiness(&self) -> bool {
+        true
     }
 }
 
@@ -536,16 +544,26 @@ pub fn run_live(
         }
         for (i, w) in infos.iter().enumerate() {
             let pool = fleet.pool(w)?;
-            fleet.slots().insert(i as ClusterId, Slot { name: w.name.clone(), size: sizes[i], state: SlotState::Ready(pool), inflight: 0, requested_at: 0.0, ready_at: Some(0.0), teardown_at: None, gone_at: None, failed_reported: false });
+            fleet.slots().insert(i as ClusterId, Slot { name: w.name.clone(), size: sizes[i], state: SlotState::Ready(pool), inflight: 0, requested_at: 0.0, ready_at: Some(0.0), teardown_at: None, gone_at: None, failed_reported: false, ready_reported: true });
         }
         let cp = ControlPlane::start(router, sizes, scaler, Box::new(CloudManager { fleet: Arc::clone(&fleet) }), settings.tick_s, settings.time_scale)?;
         let ctx = Arc::new(Ctx { cp, fleet: Arc::clone(&fleet), clock, sql: sql.iter().map(|(k, v)| (*k, Arc::from(v.as_str()))).collect(), control: Arc::clone(&control) });
 
-        // The watchdog: a lost cluster leaves the router and its workgroup is deleted.
+        // The watchdog: a workgroup that became available takes queries from now; a lost
+        // cluster leaves the router and its workgroup is deleted.
         let wd = {
             let ctx = Arc::clone(&ctx);
             tokio::spawn(async move {
                 loop {
+                    let up: Vec<ClusterId> = ctx.fleet.slots().iter().filter(|(_, s)| matches!(s.state, SlotState::Ready(_)) && !s.ready_reported).map(|(id, _)| *id).collect();
+                    for id in up {
+                        // An error: the control plane has not added the cluster yet; told again next time.
+                        if ctx.cp.cluster_ready(id).is_ok() {
+                            if let Some(s) = ctx.fleet.slots().get_mut(&id) {
+                                s.ready_reported = true;
+                            }
+                        }
+                    }
                     let lost: Vec<(ClusterId, String)> = ctx
                         .fleet
                         .slots()

@@ -118,7 +118,9 @@ fn a_workgroup_that_never_becomes_available_is_given_up_and_its_queries_go_elsew
     one_row_each(&run, 30);
     assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
     assert!(run.trace.rows.iter().all(|r| r.cluster == Some(0)), "only the available cluster ran queries");
-    assert!(run.attempts.iter().any(|&a| a == 2), "queries routed to the stuck cluster went elsewhere");
+    // The router waits for the manager's word that a workgroup is up (told to expect it at once),
+    // so no query was ever sent to the stuck one: each ran at its first attempt.
+    assert!(run.attempts.iter().all(|&a| a == 1), "{:?}", run.attempts);
     assert_eq!(run.trace.clusters[1].teardown_reason, Some("failed"));
 
     // The initial clusters must come up: otherwise the run stops with the wait's error.
@@ -186,4 +188,37 @@ fn after_a_cluster_is_lost_the_autoscaler_replaces_it() {
     let spinup = run.events.iter().find(|e| e.kind == "spinup").expect("a replacement");
     assert!(spinup.time >= failed_at && spinup.cluster == Some(2), "{:?}", run.events);
     assert!(run.trace.rows.iter().any(|r| r.cluster == Some(2)), "the replacement took queries");
+}
+
+/// A run where Snowflake standard starts a third cluster once more than 2 queries run per
+/// cluster, with the router told to expect new workgroups `expected_spinup_s` after the request.
+fn scale_up_run(prefix: &str, expected_spinup_s: f64) -> LiveRun {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 3, 2).unwrap());
+    let w = workload(80, 0.05);
+    let run = run_live(manager(&ep), &w, &sql(0.3), Box::new(RoundRobin::default()), scaler, &[8, 8], LiveSettings { expected_spinup_s, ..settings(prefix) }, Arc::new(BatchControl::new())).unwrap();
+    one_row_each(&run, 80);
+    assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
+    assert!(run.trace.clusters.len() >= 3, "a forced scale-up: {:?}", run.trace.clusters);
+    run
+}
+
+#[test]
+fn a_new_workgroup_takes_queries_once_available_however_early_or_late_against_the_estimate() {
+    // Earlier than the estimate: the workgroup is up in about a second, the router was told 30 s.
+    // It takes queries from when it is up (without the manager's word, not before 30 s, after
+    // the last arrival at 4 s).
+    let run = scale_up_run("early", 30.0);
+    let c = &run.trace.clusters[2];
+    assert!(c.ready_at < c.requested_at + 30.0, "{c:?}");
+    let on_new: Vec<_> = run.trace.rows.iter().filter(|r| r.cluster == Some(2)).collect();
+    assert!(!on_new.is_empty(), "the new cluster took queries before its estimated ready time");
+    // Later than the estimate (told 0 s): nothing is routed to it before it is up, so no query
+    // waits for a workgroup while the others have room.
+    let run = scale_up_run("late", 0.0);
+    let c = &run.trace.clusters[2];
+    assert!(c.ready_at > c.requested_at, "{c:?}");
+    for r in run.trace.rows.iter().filter(|r| r.cluster == Some(2)) {
+        assert!(r.arrival >= c.ready_at, "query {} arrived at {:.3} s, before cluster 2 was up at {:.3} s", r.query, r.arrival, c.ready_at);
+    }
 }

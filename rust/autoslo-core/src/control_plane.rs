@@ -38,6 +38,13 @@ pub trait ClusterManager: Send {
     /// Release `cluster` at `now` (nothing more is routed to it; its queries finish).
     fn tear_down(&mut self, cluster: ClusterId, size: u32, now: f64) -> Result<()>;
     fn name(&self) -> &str;
+    /// Whether this manager tells the control plane when each cluster it spun up is actually
+    /// ready ([`ControlPlane::cluster_ready`]). Then the router keeps a new cluster starting until
+    /// that word, however early or late it comes against [`Self::spin_up`]'s estimate; otherwise
+    /// the estimate is the ready time.
+    fn confirms_readiness(&self) -> bool {
+        false
+    }
 }
 
 /// Clusters that exist in this process, with the real lifecycle timings: a fixed spinup delay, or
@@ -221,6 +228,15 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// The manager's word that `cluster` is ready now (see [`ClusterManager::confirms_readiness`]):
+    /// it takes queries from now on, and its idleness counts from now. `Ok(false)` when that
+    /// changes nothing (already ready, or removed since); an error for a cluster the router has
+    /// not been given yet (the manager may tell again later).
+    pub fn cluster_ready(&self, cluster: ClusterId) -> Result<bool> {
+        let now = self.shared.now();
+        self.shared.router()?.confirm_ready(cluster, now)
+    }
+
     /// Every spinup and teardown so far (and decisions skipped because the snapshot was stale).
     pub fn events(&self) -> Vec<LiveEvent> {
         self.shared.log.lock().map(|l| l.clone()).unwrap_or_default()
@@ -300,7 +316,7 @@ fn scale_once(s: &Shared, scaler: &mut dyn Scaler, manager: &mut dyn ClusterMana
                 // routing lock is not held while the manager works.
                 let id = s.router()?.next_cluster_id();
                 let ready_at = manager.spin_up(id, size, now)?;
-                let got = s.router()?.add_cluster(size, Some(ready_at))?;
+                let got = if manager.confirms_readiness() { s.router()?.add_cluster_unconfirmed(size, Some(ready_at))? } else { s.router()?.add_cluster(size, Some(ready_at))? };
                 debug_assert_eq!(got, id);
                 LiveEvent { time: now, cluster: Some(got), size, kind: "spinup", cause: reason, reason: reason.to_string() }
             }

@@ -3,7 +3,7 @@
 //! and its lifecycle, running queries, the router's clock); bindings wrap it in a lock and convert
 //! types, nothing more.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::catalog::QueryText;
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
@@ -19,6 +19,8 @@ pub struct LiveRouter {
     now: f64,
     /// Ids are never reused: a removed cluster's queries may still be running.
     next_id: ClusterId,
+    /// Starting clusters whose manager says when they are ready ([`Self::confirm_ready`]).
+    unconfirmed: HashSet<ClusterId>,
 }
 
 impl LiveRouter {
@@ -30,19 +32,25 @@ impl LiveRouter {
             .enumerate()
             .map(|(i, &size)| ClusterInfo { id: i as ClusterId, size, state: ClusterState::Ready, requested_at: 0.0, ready_at: 0.0, running: 0, queued: 0 })
             .collect();
-        Ok(LiveRouter { router, clusters, running: HashMap::new(), now: 0.0, next_id: sizes.len() as ClusterId })
+        Ok(LiveRouter { router, clusters, running: HashMap::new(), now: 0.0, next_id: sizes.len() as ClusterId, unconfirmed: HashSet::new() })
     }
 
     /// Move the clock to `now`. Callers on several threads may report times slightly out of order;
     /// an earlier time is taken as the current time. Clusters whose ready time has come become
-    /// ready. Returns the time used.
+    /// ready, except those awaiting their manager's word: their expected ready time, once past,
+    /// moves to now (ready any moment). Returns the time used.
     fn advance(&mut self, now: f64) -> Result<f64> {
         if !now.is_finite() {
             return Err(AutoSloError::out_of_range("time", "finite", now));
         }
         self.now = self.now.max(now);
         for c in &mut self.clusters {
-            if c.state == ClusterState::Starting && c.ready_at <= self.now {
+            if c.state != ClusterState::Starting {
+                continue;
+            }
+            if self.unconfirmed.contains(&c.id) {
+                c.ready_at = c.ready_at.max(self.now);
+            } else if c.ready_at <= self.now {
                 c.state = ClusterState::Ready;
             }
         }
@@ -132,6 +140,17 @@ impl LiveRouter {
     /// Add a cluster of `size` RPU that takes queries from `ready_at` (default: now; starting
     /// until then); returns its id.
     pub fn add_cluster(&mut self, size: u32, ready_at: Option<f64>) -> Result<ClusterId> {
+        self.add(size, ready_at, false)
+    }
+
+    /// Add a cluster of `size` RPU whose manager will say when it is ready
+    /// ([`Self::confirm_ready`]): it stays starting until then, however early or late that is
+    /// against `expected_ready_at` (default: now), the router's estimate meanwhile. Returns its id.
+    pub fn add_cluster_unconfirmed(&mut self, size: u32, expected_ready_at: Option<f64>) -> Result<ClusterId> {
+        self.add(size, expected_ready_at, true)
+    }
+
+    fn add(&mut self, size: u32, ready_at: Option<f64>, unconfirmed: bool) -> Result<ClusterId> {
         crate::cluster::check_base_capacity("cluster size", size)?;
         if let Some(t) = ready_at.filter(|t| !t.is_finite()) {
             return Err(AutoSloError::out_of_range("ready_at", "a finite time in seconds", t));
@@ -140,9 +159,27 @@ impl LiveRouter {
         let id = self.next_id;
         self.next_id += 1;
         let ready = ready_at.unwrap_or(now).max(now);
-        let state = if ready <= now { ClusterState::Ready } else { ClusterState::Starting };
+        let state = if ready <= now && !unconfirmed { ClusterState::Ready } else { ClusterState::Starting };
+        if unconfirmed {
+            self.unconfirmed.insert(id);
+        }
         self.clusters.push(ClusterInfo { id, size, state, requested_at: now, ready_at: ready, running: 0, queued: 0 });
         Ok(id)
+    }
+
+    /// The manager says cluster `cluster` is ready at `now` (s): it takes queries from now on, and
+    /// its ready time (from which the teardown trigger counts its idleness) is now. Returns
+    /// whether that changed anything: `false` for a cluster already ready, or one added and since
+    /// removed. A cluster not added yet is an error (the caller may tell again later).
+    pub fn confirm_ready(&mut self, cluster: ClusterId, now: f64) -> Result<bool> {
+        let now = self.advance(now)?;
+        if !self.unconfirmed.remove(&cluster) {
+            return if cluster < self.next_id { Ok(false) } else { Err(AutoSloError::InvalidAction(format!("no cluster {cluster} yet"))) };
+        }
+        let Some(c) = self.clusters.iter_mut().find(|c| c.id == cluster) else { return Ok(false) };
+        c.state = ClusterState::Ready;
+        c.ready_at = now;
+        Ok(true)
     }
 
     /// Stop routing to a cluster (its running queries still report completions).
@@ -152,6 +189,7 @@ impl LiveRouter {
             return Err(AutoSloError::InvalidAction("cannot remove the last cluster".into()));
         }
         self.clusters.remove(pos);
+        self.unconfirmed.remove(&cluster);
         Ok(())
     }
 
@@ -212,5 +250,35 @@ mod tests {
         // Queries on a removed cluster still report completions.
         r.complete(10, 170.0, true).unwrap();
         assert_eq!(r.clusters().len(), 1);
+    }
+
+    #[test]
+    fn a_cluster_the_manager_confirms_takes_queries_when_it_is_ready_not_when_expected() {
+        let state = |r: &LiveRouter, id: ClusterId| r.infos().iter().find(|c| c.id == id).map(|c| (c.state, c.ready_at));
+        let mut r = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
+        // Later than expected: still starting past its expected time, so round robin keeps to cluster 0.
+        let late = r.add_cluster_unconfirmed(32, Some(10.0)).unwrap();
+        for id in 0..4 {
+            assert_eq!(r.route(id, text(), 20.0 + id as f64, 10.0).unwrap(), 0, "not ready until the manager says so");
+        }
+        assert_eq!(state(&r, late), Some((ClusterState::Starting, 23.0)), "its expected ready time moves to now once past");
+        assert!(r.confirm_ready(late, 30.0).unwrap());
+        assert_eq!(state(&r, late), Some((ClusterState::Ready, 30.0)), "ready from the manager's word");
+        let after: Vec<ClusterId> = (10..14).map(|id| r.route(id, text(), 31.0, 10.0).unwrap()).collect();
+        assert!(after.contains(&late), "{after:?}");
+        assert!(!r.confirm_ready(late, 32.0).unwrap(), "a second word changes nothing");
+        // Earlier than expected: ready from the word, not from the expected time (300 s on).
+        let early = r.add_cluster_unconfirmed(32, Some(340.0)).unwrap();
+        assert!(r.confirm_ready(early, 45.0).unwrap());
+        assert_eq!(state(&r, early), Some((ClusterState::Ready, 45.0)));
+        // Not added yet: an error to retry; added and removed: nothing to do.
+        assert!(r.confirm_ready(early + 1, 46.0).is_err());
+        let gone = r.add_cluster_unconfirmed(16, None).unwrap();
+        r.remove_cluster(gone).unwrap();
+        assert!(!r.confirm_ready(gone, 47.0).unwrap());
+        // Without the manager's word a cluster is ready at its expected time, as before.
+        let plain = r.add_cluster(16, Some(60.0)).unwrap();
+        r.advance_to(60.0).unwrap();
+        assert_eq!(state(&r, plain), Some((ClusterState::Ready, 60.0)));
     }
 }
