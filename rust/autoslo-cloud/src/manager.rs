@@ -98,7 +98,29 @@ where
             code => CloudError::Service { operation, code: code.to_string(), message: if message.is_empty() { DisplayErrorContext(&e).to_string() } else { message } },
         };
     }
-    CloudError::Transport { operation, message: DisplayErrorContext(&e).to_string() }
+    CloudError::Transport { operation, message: transport_message(&e) }
+}
+
+/// What went wrong before any answer came, in words: each cause's own message once, from the
+/// outermost in (the SDK's `DisplayErrorContext` also appends a debug dump of the whole chain,
+/// hundreds of characters no user reads), and what to do when it is the credentials.
+fn transport_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        let s = err.to_string();
+        if !s.is_empty() && !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        cur = err.source();
+    }
+    let mut text = parts.join(": ");
+    if text.contains("loading credentials") {
+        text.push_str(
+            " (no AWS credentials were found in the standard chain: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with an instance role; for the local endpoint give --endpoint URL or --local)",
+        );
+    }
+    text
 }
 
 fn is_loopback(url: &str) -> bool {
@@ -278,5 +300,37 @@ impl RedshiftServerless {
         self.delete_workgroup(name).await?;
         self.wait_deleted(name, timeout).await?;
         self.delete_namespace(&format!("{name}-ns")).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transport_message;
+
+    /// An error with a message and an optional cause, as the SDK's chains are built.
+    #[derive(Debug)]
+    struct Chain(&'static str, Option<Box<Chain>>);
+
+    impl std::fmt::Display for Chain {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Chain {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|c| c as _)
+        }
+    }
+
+    #[test]
+    fn a_failure_in_transit_reads_as_its_causes_and_says_what_to_do_about_credentials() {
+        let creds = Chain("dispatch failure", Some(Box::new(Chain("other", Some(Box::new(Chain("an error occurred while loading credentials", Some(Box::new(Chain("failed to load IMDS session token", None))))))))));
+        let m = transport_message(&creds);
+        assert!(m.starts_with("dispatch failure: other: an error occurred while loading credentials: failed to load IMDS session token (no AWS credentials"), "{m}");
+        assert!(m.contains("AWS_PROFILE") && m.contains("--local") && !m.contains("Chain("), "{m}");
+        // A cause already said by the one before it is not repeated; no hint without credentials.
+        let refused = Chain("io error: connection refused", Some(Box::new(Chain("connection refused", None))));
+        assert_eq!(transport_message(&refused), "io error: connection refused");
     }
 }
