@@ -5,7 +5,10 @@ Every server is started and stopped by the tests themselves (needs Debian's `pos
 from __future__ import annotations
 
 import json
+import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -216,6 +219,33 @@ def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, caps
     only_one.write_text(json.dumps({"1": "SELECT 1"}))
     assert main(["live", "--local", "--workload", str(path), "--config", str(cfg), "--sql", str(only_one), "--data", str(tpcds.root)]) != 0
     assert "no SQL for the workload's templates [" in capsys.readouterr().err
+
+
+def test_sigterm_stops_autoslo_live_cleanly_and_deletes_its_workgroups(tpcds: LocalData, tmp_path: Path) -> None:
+    # A supervisor (Airflow, systemd, Kubernetes) stops a run with SIGTERM. Python's default ends
+    # the process at once and leaves the workgroups running, billed on AWS; the CLI stops the run
+    # as Ctrl-C does instead.
+    wl = _workload(tpcds, 200)
+    path = tmp_path / "wl.parquet"
+    write_table(wl, path)
+    scale = wl["arrival"][-1].as_py() / 60.0  # a minute of replay: stopped well before its end
+    with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
+        cmd = [sys.executable, "-m", "autoslo", "live", "--endpoint", ep.url, "--workload", str(path), "--clusters", "8,8", "--routing", "round-robin", "--data", str(tpcds.root), "--time-scale", str(scale), "--name-prefix", "term", "--json"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while sum(w[1] == "AVAILABLE" for w in ep.workgroups()) < 2 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            time.sleep(2.0)  # queries running
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.returncode == 130, err
+        summary = json.loads(out)
+        assert summary["interrupted"] and summary["cancelled"] > 0 and summary["queries"] == 200, summary
+        time.sleep(0.3)
+        assert ep.workgroups() == [] or all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
 
 
 def _check_shape(shape: Any, value: Any, path: str) -> None:

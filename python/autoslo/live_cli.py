@@ -73,12 +73,17 @@ def cmd_live(args: argparse.Namespace) -> int:
         create_timeout_s=args.create_timeout,
         progress=args.progress,
     )
+    # A supervisor's SIGTERM (Airflow, systemd, Kubernetes) stops the run as Ctrl-C does: the
+    # queries left end `cancelled` and the workgroups are deleted. Python's default would end the
+    # process at once and leave them running.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if args.config:
             result = live(wl, config=args.config, **kwargs)
         else:
             result = live(wl, args.clusters or [16, 16], routing=args.routing, autoscaler=args.autoscaler, **kwargs)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if ep is not None:
             ep.close()
     if args.trace:
