@@ -166,6 +166,13 @@ def test_progress_callback_and_interrupt() -> None:
     assert seen[-1][0] == seen[-1][1] == wl.num_rows and len(seen) >= 2
     with pytest.raises(KeyboardInterrupt):
         _core.emulate(wl, [32, 32], progress=lambda done, total: False)
+
+    # A callback that raises stops the run with its own exception, not a bare "interrupted".
+    def broken(done: int, total: int) -> None:
+        raise ZeroDivisionError("a bug in the callback")
+
+    with pytest.raises(ZeroDivisionError, match="a bug in the callback"):
+        _core.emulate(wl, [32, 32], progress=broken)
     # The simulator reports progress the same way (its total counts arrivals and completions).
     sim: list[tuple[int, int]] = []
     p = autoslo.bundled.load()
@@ -173,6 +180,8 @@ def test_progress_callback_and_interrupt() -> None:
     assert len(sim) >= 2 and sim[-1][0] == sim[-1][1] and all(a[0] <= b[0] for a, b in zip(sim, sim[1:]))
     with pytest.raises(KeyboardInterrupt):
         _core.simulate(wl, [32, 32], p, progress=lambda done, total: False)
+    with pytest.raises(ZeroDivisionError, match="a bug in the callback"):
+        _core.simulate(wl, [32, 32], p, progress=broken)
     assert autoslo.simulate(wl, [32, 32], predictor=p, progress=True).trace.num_rows == wl.num_rows
 
 

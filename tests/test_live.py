@@ -248,6 +248,30 @@ def test_sigterm_stops_autoslo_live_cleanly_and_deletes_its_workgroups(tpcds: Lo
         assert ep.workgroups() == [] or all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
 
 
+def test_a_supervisor_s_own_exception_stops_a_live_run_after_it_deleted_its_workgroups(tpcds: LocalData) -> None:
+    # Airflow's SIGTERM handler raises Airflow's own exception: the run stops as on Ctrl-C, deletes
+    # its workgroups, and then raises that exception (not a result marked interrupted).
+    class Stopped(Exception):
+        pass
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped("the scheduler stopped the task")
+
+    wl = _workload(tpcds, 200)
+    scale = wl["arrival"][-1].as_py() / 60.0
+    with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
+        previous = signal.signal(signal.SIGALRM, stop)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 4.0)  # the workgroups are up and queries run
+            with pytest.raises(Stopped, match="the scheduler stopped the task"):
+                live(wl, [8], routing="round-robin", sql=tpcds, endpoint=ep.url, time_scale=scale, name_prefix="sup", initial_timeout_s=120.0)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        time.sleep(0.3)
+        assert ep.workgroups() == [] or all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
+
+
 def _check_shape(shape: Any, value: Any, path: str) -> None:
     """``value`` (decoded JSON) conforms to botocore's ``shape``: known members only, required
     ones present, and each of the right JSON type."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -125,6 +126,27 @@ def test_simulate_batch_and_find_good_spinup_time() -> None:
     assert gamma, "an 8 RPU cluster at λ = 0.3 congests"
     with pytest.raises(autoslo.AutoSloCoreError, match="different lengths"):
         T.find_good_spinup_time([{"arrival": [1.0], "end": [], "violated": [True]}])
+
+
+def test_a_signal_handler_s_exception_stops_a_batch_and_is_raised_as_itself() -> None:
+    # A supervisor's handler (Airflow raises its own exception on SIGTERM) must reach the caller
+    # as itself, not as a bare KeyboardInterrupt("interrupted").
+    class Stopped(Exception):
+        pass
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped("told to stop")
+
+    ws = [autoslo.redbench_workload(days=1, seed=s, queries_per_day=15000, tenants=2) for s in range(8)]
+    configs = [T.ExecutionConfig({"initial_clusters": [16]})] * 2
+    previous = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(Stopped, match="told to stop"):
+            T.simulate_batch(configs, ws)  # seconds of work: the alarm comes while it runs
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_execution_configs_round_trip_and_reject_unknown_fields(tmp_path: Path) -> None:

@@ -253,27 +253,29 @@ pub fn live(
     // callback returning False) into a cancellation: the queries left end `cancelled`.
     let control = Arc::new(autoslo_core::tuner::BatchControl::new());
     let mut interrupted = false;
+    let raised = crate::Raised::default();
     let result = std::thread::scope(|s| {
         let c2 = Arc::clone(&control);
         let (w, sql, clusters) = (&w, &sql, &clusters);
         let h = s.spawn(move || run_live(rs, w, sql, r, scaler, clusters, settings, c2));
         while !h.is_finished() {
             py.detach(|| std::thread::sleep(Duration::from_millis(100)));
-            let stop = py.check_signals().is_err()
-                || match &progress {
-                    Some(cb) => {
-                        let (done, total) = control.progress();
-                        cb.call1(py, (done, total)).map(|r| matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(true)
-                    }
-                    None => false,
-                };
-            if stop && !control.cancelled() {
+            let (done, total) = control.progress();
+            if raised.poll(py, &progress, done, total) && !control.cancelled() {
                 interrupted = true;
                 control.cancel();
             }
         }
         h.join()
     });
+    // Ctrl-C (or a callback returning False) returns what ran, the rest `cancelled`; any other
+    // exception (a supervisor's on SIGTERM, a failing callback) is raised once the run has
+    // cleaned up after itself (its workgroups deleted).
+    if let Some(e) = raised.take() {
+        if !e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+            return Err(e);
+        }
+    }
     if let Some(cb) = &progress {
         let (done, total) = control.progress();
         cb.call1(py, (done, total))?;

@@ -296,16 +296,16 @@ fn emulate(
             })
         }
     };
-    let trace = py
-        .detach(|| {
-            let mut report = progress_reporter(&progress);
-            let admission: Option<&mut dyn tenancy::Admission> = match admission.as_mut() {
-                Some(a) => Some(a.as_mut()),
-                None => None,
-            };
-            emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, queue.as_mut(), &cfg, &mut report)
-        })
-        .map_err(err)?;
+    let raised = Raised::default();
+    let run = py.detach(|| {
+        let mut report = progress_reporter(&progress, &raised);
+        let admission: Option<&mut dyn tenancy::Admission> = match admission.as_mut() {
+            Some(a) => Some(a.as_mut()),
+            None => None,
+        };
+        emulator::emulate_admitted(&w, &clusters, router.as_mut(), scaler.as_mut(), admission, queue.as_mut(), &cfg, &mut report)
+    });
+    let trace = raised.or(run)?;
     let mut trace = trace;
     if let Some(log) = ejection_log {
         let size = |c: usize| trace.clusters.get(c).map_or(0, |r| r.size);
@@ -399,20 +399,59 @@ macro_rules! pydict {
     }};
 }
 
-/// A progress callback for the Rust core: calls `progress(done, total)` with the GIL, and stops
-/// the run (returns false) on Ctrl-C, when the callback returns False, or when it raises.
-pub(crate) fn progress_reporter(progress: &Option<Py<PyAny>>) -> impl FnMut(usize, usize) -> bool + '_ {
-    move |done, total| {
-        Python::attach(|py| {
-            if py.check_signals().is_err() {
-                return false;
-            }
-            match progress {
-                Some(cb) => cb.call1(py, (done, total)).map(|r| !matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(false),
-                None => true,
-            }
-        })
+/// The exception that stopped a run from Python: raised by a signal handler (Ctrl-C's
+/// `KeyboardInterrupt`, or a supervisor's own, such as Airflow's on SIGTERM) or by the progress
+/// callback. It is what the caller sees, rather than the core's plain `Interrupted`.
+#[derive(Default)]
+pub(crate) struct Raised(std::sync::Mutex<Option<PyErr>>);
+
+impl Raised {
+    /// Keep the first exception.
+    pub(crate) fn keep(&self, e: PyErr) {
+        if let Ok(mut first) = self.0.lock() {
+            first.get_or_insert(e);
+        }
     }
+
+    /// The exception kept, if any.
+    pub(crate) fn take(self) -> Option<PyErr> {
+        self.0.into_inner().ok().flatten()
+    }
+
+    /// The run's result, or the exception kept: a run stopped by an exception raises it (a
+    /// callback returning False stops it with `KeyboardInterrupt`).
+    pub(crate) fn or<T>(self, r: autoslo_core::error::Result<T>) -> PyResult<T> {
+        match self.take() {
+            Some(e) => Err(e),
+            None => r.map_err(err),
+        }
+    }
+
+    /// Between two waits for a run: run the signal handlers and the progress callback; whether to
+    /// stop (a handler or the callback raised, or the callback returned False).
+    pub(crate) fn poll(&self, py: Python<'_>, progress: &Option<Py<PyAny>>, done: usize, total: usize) -> bool {
+        if let Err(e) = py.check_signals() {
+            self.keep(e);
+            return true;
+        }
+        match progress {
+            Some(cb) => match cb.call1(py, (done, total)) {
+                Ok(r) => matches!(r.bind(py).extract::<bool>(), Ok(false)),
+                Err(e) => {
+                    self.keep(e);
+                    true
+                }
+            },
+            None => false,
+        }
+    }
+}
+
+/// A progress callback for the Rust core: calls `progress(done, total)` with the GIL, and stops
+/// the run (returns false) on Ctrl-C or another signal handler's exception, when the callback
+/// returns False, or when it raises; an exception is kept in `raised` for [`Raised::or`].
+pub(crate) fn progress_reporter<'a>(progress: &'a Option<Py<PyAny>>, raised: &'a Raised) -> impl FnMut(usize, usize) -> bool + 'a {
+    move |done, total| Python::attach(|py| !raised.poll(py, progress, done, total))
 }
 
 /// Hold the emulator against the real measurements; returns a dict with `bins`, `load`,
@@ -479,12 +518,12 @@ fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize
 fn calibrate_fit(py: Python<'_>, seeds: u64, random_candidates: usize, budget: usize, search_seed: u64, progress: Option<Py<PyAny>>) -> PyResult<(String, Vec<(u32, f64, usize)>)> {
     let cfg = EmulatorConfig::default();
     let opts = calibration::FitOptions { seeds, random_candidates, budget, search_seed };
-    let r = py
-        .detach(|| {
-            let mut report = progress_reporter(&progress);
-            calibration::fit(&cfg, None, &opts, &mut report)
-        })
-        .map_err(err)?;
+    let raised = Raised::default();
+    let fit = py.detach(|| {
+        let mut report = progress_reporter(&progress, &raised);
+        calibration::fit(&cfg, None, &opts, &mut report)
+    });
+    let r = raised.or(fit)?;
     Ok((r.to_csv(), r.sizes.iter().map(|s| (s.rpu, s.loss, s.evaluations)).collect()))
 }
 

@@ -112,8 +112,10 @@ pub fn simulate(
     let mut r = router::router_by_name(routing, Some(p), router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
     let mut scaler = crate::scaling::scaler(autoscaler, schedule, config, spinup_s)?;
     // `progress(done, total)` is called now and then; Ctrl-C, or a callback returning False, stops
-    // the run (KeyboardInterrupt).
-    let trace = py.detach(|| simulator::simulate_with_progress(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg, &mut crate::progress_reporter(&progress))).map_err(err)?;
+    // the run (KeyboardInterrupt; an exception a signal handler or the callback raised, that one).
+    let raised = crate::Raised::default();
+    let run = py.detach(|| simulator::simulate_with_progress(p, &w, &clusters, r.as_mut(), scaler.as_mut(), cfg, &mut crate::progress_reporter(&progress, &raised)));
+    let trace = raised.or(run)?;
     convert::run_out(py, &w, &trace, scaler.decisions())
 }
 

@@ -19,33 +19,30 @@ use pyo3_arrow::PyTable;
 use crate::predictor::PyPredictor;
 use crate::{err, slo_table, workload_in, workload_out, AutoSloCoreError};
 
-/// Run `work` off this thread; every 100 ms call `progress(done, total)` (if given) and check
-/// for Ctrl-C, cancelling the work (which then returns `Interrupted`).
+/// Run `work` off this thread; every 100 ms call `progress(done, total)` (if given) and run the
+/// signal handlers, cancelling the work when one raises (Ctrl-C) or the callback raises or returns
+/// False. A cancelled run raises the exception that stopped it (`KeyboardInterrupt` for a callback
+/// returning False).
 fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: impl FnOnce(&BatchControl) -> CoreResult<T> + Send) -> PyResult<T> {
     let control = BatchControl::new();
+    let raised = crate::Raised::default();
     let out = std::thread::scope(|s| {
         let h = s.spawn(|| work(&control));
         while !h.is_finished() {
             py.detach(|| std::thread::sleep(Duration::from_millis(100)));
-            let stop = py.check_signals().is_err()
-                || match progress {
-                    Some(cb) => {
-                        let (done, total) = control.progress();
-                        cb.call1(py, (done, total)).map(|r| matches!(r.bind(py).extract::<bool>(), Ok(false))).unwrap_or(true)
-                    }
-                    None => false,
-                };
-            if stop {
+            let (done, total) = control.progress();
+            if raised.poll(py, progress, done, total) {
                 control.cancel();
             }
         }
         h.join().map_err(|_| AutoSloCoreError::new_err("the tuner's worker thread panicked"))
     })?;
+    let out = raised.or(out)?;
     if let Some(cb) = progress {
         let (done, total) = control.progress();
         cb.call1(py, (done, total))?;
     }
-    out.map_err(err)
+    Ok(out)
 }
 
 /// The Workload Simulator's changes to the paper's simulator (each `None`: the paper's).
