@@ -214,8 +214,10 @@ def live(
     (default ``create_timeout_s``); if one does not come up, the run stops with that error. The
     workgroups are deleted at the end unless ``keep_clusters``.
     ``progress=True`` shows a bar; Ctrl-C stops the run, and the queries left are ``cancelled``.
-    So does any signal whose Python handler raises, checked while the run waits: ``autoslo live``
-    maps SIGTERM to ``KeyboardInterrupt`` for the run (``signal.signal(signal.SIGTERM,
+    So does any signal whose Python handler raises, checked while the run waits: after the
+    workgroups are deleted, ``KeyboardInterrupt`` returns what ran (``interrupted``), and any other
+    exception (Airflow's on SIGTERM) is raised. ``autoslo live`` maps SIGTERM to
+    ``KeyboardInterrupt`` for the run (``signal.signal(signal.SIGTERM,
     signal.default_int_handler)``), so a supervisor stopping it does not leave workgroups behind.
     """
     if sql is None:
