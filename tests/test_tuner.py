@@ -82,6 +82,16 @@ def test_reservoir_reads_timestamps_and_csv_and_names_bad_rows(tmp_path: Path) -
         r.append(pa.table({"arrival": [-1.0], "template": [1], "instance": [1]}), start_date="2024-05-01")
     with pytest.raises(autoslo.AutoSloCoreError, match="missing column `instance`"):
         r.append(pa.table({"arrival": [1.0], "template": [1]}), start_date="2024-05-01")
+    # ISO 8601 text (JSON exports, CSV columns the reader left as text): with Z or an offset, or
+    # without (UTC), mixed row by row; 10:00+02:00 is 08:00 UTC.
+    text = pa.table({"arrival": ["2024-05-03T09:00:00", "2024-05-03 09:30:00.5", "2024-05-03T10:00:00+02:00", "2024-05-03T23:59:59Z"], "template": [1, 2, 3, 4], "instance": [1] * 4})
+    r3 = T.Reservoir(tmp_path / "r3")
+    assert r3.append(text) == [dt.date(2024, 5, 3)]
+    c, a = r3.tables()
+    assert sorted(zip(c["template"].to_pylist(), c["hour"].to_pylist())) == [(1, 9), (2, 9), (3, 8), (4, 23)]
+    assert sorted(a["offset_s"].to_pylist()) == [0.0, 0.0, 1800.5, 3599.0]
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"row 1, column `arrival`: 'May 3rd' is not an ISO 8601 time"):
+        r3.append(pa.table({"arrival": ["2024-05-03T09:00:00", "May 3rd"], "template": [1, 1], "instance": [1, 1]}))
 
 
 def test_a_crash_mid_append_loses_nothing_already_stored(reservoir: T.Reservoir, history: pa.Table, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

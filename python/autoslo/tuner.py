@@ -176,6 +176,31 @@ def _bad(row: int, column: str, problem: str) -> _core.AutoSloCoreError:
     return _core.AutoSloCoreError(f"query log row {row}, column `{column}`: {problem}")
 
 
+def _parse_timestamps(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """ISO 8601 text (``2024-04-01T10:00:00``, with ``Z`` or an offset, or without: then read as
+    UTC) as UTC timestamps, row by row when the rows mix the two forms; the first row neither
+    form reads is an error naming it."""
+    try:
+        return pc.cast(col, pa.timestamp("us"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    try:
+        return pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.timestamp("us"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out = []
+    for row, text in enumerate(col.to_pylist()):
+        for target in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+            try:
+                out.append(pc.cast(pa.array([text]), target).cast(pa.timestamp("us"))[0].as_py())
+                break
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+        else:
+            raise _bad(row, "arrival", f"{text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)")
+    return pa.chunked_array([pa.array(out, pa.timestamp("us"))])
+
+
 def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
     """(arrival as seconds since 1970-01-01, template, instance, …) of a query log, checked row
     by row."""
@@ -188,6 +213,8 @@ def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.nd
             row = int(np.flatnonzero(pc.is_null(log[c]).to_numpy(zero_copy_only=False))[0])
             raise _bad(row, c, "missing value")
     arr = log["arrival"]
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        arr = _parse_timestamps(arr)
     if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
         if pa.types.is_date(arr.type):
             arr = pc.cast(arr, pa.timestamp("s"))
@@ -267,7 +294,7 @@ class Reservoir:
         return sorted(out)
 
     def append(self, log: pa.Table, start_date: dt.date | str | None = None, replace: bool = False, day: dt.date | str | None = None) -> list[dt.date]:
-        """Add a query log: columns ``arrival`` (timestamps, read as UTC: days and hours are UTC; or
+        """Add a query log: columns ``arrival`` (timestamps or ISO 8601 text, read as UTC: days and hours are UTC; or
         seconds from midnight of ``start_date``),
         ``template``, ``instance``, optional ``tenant`` and ``class``. A malformed row raises
         :class:`autoslo.AutoSloCoreError` naming the row and the column. With ``replace=True`` the
