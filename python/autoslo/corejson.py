@@ -29,13 +29,18 @@ def _non_finite(value: Any, path: str) -> tuple[str, float] | None:
     return None
 
 
-def dumps(value: Any, what: str) -> str:
-    """``value`` as JSON for the core. A NaN or infinity anywhere in it raises
-    :class:`autoslo.AutoSloCoreError` naming ``what`` and the field's path, e.g.
-    ``execution configuration: `autoscaler.tau` must be a finite number, got nan``."""
+def check_finite(value: Any, what: str) -> None:
+    """Raise :class:`autoslo.AutoSloCoreError` for a NaN or infinity anywhere in ``value``,
+    naming ``what`` and the field's path, e.g. ``execution configuration: `autoscaler.tau` must
+    be a finite number, got nan``."""
     found = _non_finite(value, "")
     if found is not None:
         path, v = found
         where = f"`{path}`" if path else "the value"
         raise _core.AutoSloCoreError(f"{what}: {where} must be a finite number, got {v}")
+
+
+def dumps(value: Any, what: str) -> str:
+    """``value`` as JSON for the core, after :func:`check_finite`."""
+    check_finite(value, what)
     return json.dumps(value, allow_nan=False)

@@ -180,24 +180,24 @@ def _parse_timestamps(col: pa.ChunkedArray) -> pa.ChunkedArray:
     """ISO 8601 text (``2024-04-01T10:00:00``, with ``Z`` or an offset, or without: then read as
     UTC) as UTC timestamps, row by row when the rows mix the two forms; the first row neither
     form reads is an error naming it."""
-    try:
-        return pc.cast(col, pa.timestamp("us"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    try:
-        return pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.timestamp("us"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    out = []
-    for row, text in enumerate(col.to_pylist()):
-        for target in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+
+    def read(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray | None:
+        for form in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
             try:
-                out.append(pc.cast(pa.array([text]), target).cast(pa.timestamp("us"))[0].as_py())
-                break
+                return pc.cast(pc.cast(values, form), pa.timestamp("us"))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 continue
-        else:
+        return None
+
+    whole = read(col)
+    if whole is not None:
+        return whole
+    out = []
+    for row, text in enumerate(col.to_pylist()):
+        one = read(pa.array([text], pa.string()))
+        if one is None:
             raise _bad(row, "arrival", f"{text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)")
+        out.append(one[0].as_py())
     return pa.chunked_array([pa.array(out, pa.timestamp("us"))])
 
 
@@ -529,10 +529,8 @@ class TunerSettings:
             for c, v in scale.items():
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                     raise ValueError(f"tuner setting `simulator_class_scale`: the multiplier of class {c!r} must be a finite number, got {v!r}")
-        # Every other number goes to the core as JSON, which has no NaN or infinity: refused here by name.
-        for name, v in self.__dict__.items():
-            if isinstance(v, float) and not np.isfinite(v):
-                raise ValueError(f"tuner setting `{name}` must be a finite number, got {v!r}")
+        # Every other number goes to the core as JSON, which has no NaN or infinity: refused now, by name.
+        corejson.check_finite(self.__dict__, "tuner settings")
 
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial

@@ -7,8 +7,8 @@
 //! to a typed [`CloudError`]. Credentials and region come from the standard AWS chain (the
 //! environment, profiles, SSO, instance roles) and are never logged. The endpoint comes from the
 //! chain too (`AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS`, `AWS_ENDPOINT_URL`), or from
-//! [`ManagerOptions::endpoint`]; a loopback endpoint (the local one) gets a region and
-//! placeholder credentials when the chain has none.
+//! [`ManagerOptions::endpoint`]; a loopback endpoint (the local one) gets a region and fixed
+//! stand-in credentials when the chain has none (it checks that requests are signed, not by whom).
 
 use std::time::{Duration, Instant};
 
