@@ -297,14 +297,24 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
 
     out = tmp_path / "config.yaml"
     settings_file = tmp_path / "s.yaml"
-    settings_file.write_text("eta: 1\nphi: 1\nspace: null\ninitial_clusters: [[16]]\n")
+    settings_file.write_text("eta: 1\nphi: 1\nspace: null\ninitial_clusters: [[16]]\ntau: 0.03\n")
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--settings", str(settings_file), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["config"]["initial_clusters"] == [16]
+    # The settings file's τ is the target unless --tau is given (the option's default once overrode it).
+    assert printed["config"]["autoscaler"]["tau"] == 0.03 and printed["config"]["provenance"]["tau"] == 0.03
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--settings", str(settings_file), "--tau", "0.2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["autoscaler"]["tau"] == 0.2
     assert T.ExecutionConfig.load(out).initial_clusters == [16]
     assert main(["emulate", "--config", str(out), "--workload", "redbench", "--queries-per-day", "1000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] > 0
     assert main(["emulate", "--config", str(out), "--clusters", "16"]) == 2
+    # Options the configuration sets are refused beside it, not silently ignored.
+    for extra in (["--routing", "round-robin"], ["--tau", "0.05"], ["--sizes", "8,16"]):
+        assert main(["emulate", "--config", str(out), "--workload", "redbench", "--queries-per-day", "1000", *extra]) == 2
+        assert f"give {extra[0]} in the configuration, not beside it" in capsys.readouterr().err
+    assert main(["live", "--workload", "w.parquet", "--config", str(out), "--routing", "round-robin"]) == 2
+    assert "give --routing in the configuration, not beside it" in capsys.readouterr().err
     # The simulator calibrated from a trace of past executions (a change): the scales are printed.
     trace = tmp_path / "t.parquet"
     assert main(["emulate", "--workload", "redbench", "--queries-per-day", "1000", "--clusters", "16", "--trace", str(trace), "--json"]) == 0

@@ -75,3 +75,11 @@ def positive(text: str) -> float:
     if not (math.isfinite(v) and v > 0):
         raise argparse.ArgumentTypeError(f"need a finite number > 0, got {text!r}")
     return v
+
+
+def rate(text: str) -> float:
+    """A violation rate: a number in [0, 1]."""
+    v = _number(text)
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"need a violation rate in [0, 1], got {text!r}")
+    return v

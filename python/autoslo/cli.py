@@ -94,15 +94,16 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     wl = _workload(args)
     admission = DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None
     if args.config:
-        if args.clusters is not None or args.autoscaler is not None:
-            raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
+        overlap = [_option(d) for d in ("clusters", "routing", "autoscaler", *_SCALING_OPTIONS) if getattr(args, d) is not None]
+        if overlap:
+            raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
         result = emulate(wl, seed=args.seed, timeout_s=args.timeout if args.timeout > 0 else None, lifecycle=args.lifecycle, progress=args.progress, config=args.config, admission=admission)
     else:
         result = emulate(
             wl,
             args.clusters or [16, 16],
             seed=args.seed,
-            routing=args.routing,
+            routing=args.routing or "autoslo",
             timeout_s=args.timeout if args.timeout > 0 else None,
             lifecycle=args.lifecycle,
             progress=args.progress,
@@ -248,9 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="CONFIG.yaml", help="run an execution configuration (as `autoslo tune` writes): its clusters, routing, scheduled spinups and autoscaler")
     p.add_argument(
         "--routing",
-        default="autoslo",
         choices=_core.ROUTING_POLICIES,
-        help="routing policy (default: autoslo, the product's router with the bundled Iconq+; baselines by name: round-robin, stage-cost, least-work)",
+        help="routing policy (default: autoslo, the product's router with the bundled Iconq+; baselines by name: round-robin, stage-cost, least-work; not with --config)",
     )
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
     p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("autoscaling (default: the clusters stay as given)")
     g.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy: autoslo (the paper's Autoscaler with one change, its selector's headroom of 2, and μ = 32; add-best --trigger combined is the literal form), add-best/horizontal/vertical with --trigger, noop, snowflake-standard, snowflake-economy, rais")
     g.add_argument("--trigger", help="spinup trigger of add-best/horizontal/vertical: combined (default), observed, queue@N")
-    g.add_argument("--tau", type=float, help="target violation rate τ (default 0.1)")
+    g.add_argument("--tau", type=argtypes.rate, help="target violation rate τ (default 0.1)")
     g.add_argument("--sizes", type=argtypes.sizes, help="eligible cluster sizes, comma-separated (default 4,8,16,32)")
     g.add_argument("--theta", type=argtypes.count(0), help="θ: observations before the trigger may fire (default 16)")
     g.add_argument("--mu", type=argtypes.count(1), help="μ: completions per selector branch (default 32 for autoslo, 16 for the baselines)")
@@ -348,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--kappas", type=float, nargs="+", help="SLO multipliers (default 4 2)")
         r.add_argument("--forecasts", type=argtypes.count(2), help="forecasts per tuning (default 8)")
         r.add_argument("--arrivals", choices=["deciles", "pattern"], help="the forecaster's arrival model (default: the product's, see docs/tuner.md)")
-        r.add_argument("--tau-simulated", dest="tau_simulated", type=float, help="the violation-rate target the tuner holds simulations to (default τ)")
+        r.add_argument("--tau-simulated", dest="tau_simulated", type=argtypes.rate, help="the violation-rate target the tuner holds simulations to (default τ)")
         r.add_argument(
             "--cost-tolerance", dest="cost_tolerance", type=float, metavar="FRACTION", help="among configurations that meet τ within FRACTION of the cheapest cost, take the fewest violations (a change; default 0.05; 0 is BestWithTarget as listed)"
         )
@@ -383,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = rs.add_parser("premium", help="on the emulator: the fleet meets its objective while a premium tenant misses it; tenant-aware policies beside a tenant-blind one")
     r.add_argument("--seed", type=argtypes.count(0), default=2, help="Redbench seed (default 2)")
     r.add_argument("--premium", default="tenant-3", help="the premium tenant (default tenant-3)")
-    r.add_argument("--tau", type=float, default=0.10, help="every population's violation-rate objective (default 0.10)")
+    r.add_argument("--tau", type=argtypes.rate, default=0.10, help="every population's violation-rate objective (default 0.10)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_reproduce_premium)
     r = rs.add_parser("deferral", help="on the emulator: backfills deferred to the night, beside no queue and an 8-slot queue")

@@ -43,8 +43,10 @@ def cmd_live(args: argparse.Namespace) -> int:
     # What can be checked without a database or an endpoint is checked first.
     if args.local and args.endpoint:
         raise ValueError("give --endpoint or --local, not both")
-    if args.config and (args.clusters or args.autoscaler):
-        raise ValueError("--config sets the clusters, routing and autoscaler: give neither --clusters nor --autoscaler with it")
+    if args.config:
+        overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
+        if overlap:
+            raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
     for out in (args.trace, args.events_out, args.decisions_out):
         check_output(out)
     wl = read_workload(args.workload)
@@ -81,7 +83,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         if args.config:
             result = live(wl, config=args.config, **kwargs)
         else:
-            result = live(wl, args.clusters or [16, 16], routing=args.routing, autoscaler=args.autoscaler, **kwargs)
+            result = live(wl, args.clusters or [16, 16], routing=args.routing or "autoslo", autoscaler=args.autoscaler, **kwargs)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if ep is not None:
@@ -129,7 +131,7 @@ def register(sub: Any) -> None:
     p.add_argument("--workload", required=True, metavar="FILE", help="workload Parquet (`autoslo workload` writes one)")
     p.add_argument("--config", metavar="YAML", help="an execution configuration (`autoslo tune` writes one): clusters, routing, autoscaler")
     p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
-    p.add_argument("--routing", default="autoslo", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; baselines by name)")
+    p.add_argument("--routing", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; baselines by name; not with --config)")
     p.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy by name (default: none, or --config's)")
     p.add_argument("--endpoint", metavar="URL", help="Redshift Serverless endpoint URL (default: the AWS SDK's)")
     p.add_argument("--local", action="store_true", help="start a local endpoint in this process for the run")

@@ -62,7 +62,8 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
         if unknown:
             raise ValueError(f"{args.settings}: unknown tuner settings {unknown} (known: {sorted(known)})")
         data.update(loaded)
-    data["tau"] = args.tau
+    if args.tau is not None:
+        data["tau"] = args.tau
     if args.sizes is not None:
         data["spinup_sizes"] = args.sizes
         if data.get("autoscaler", {}) is not None:
@@ -188,7 +189,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--reservoir", required=True, metavar="DIR")
     p.add_argument("--day", required=True, metavar="YYYY-MM-DD", help="the day to plan")
-    p.add_argument("--tau", type=float, default=0.1, help="target violation rate τ (default 0.1)")
+    p.add_argument("--tau", type=argtypes.rate, help="target violation rate τ (default: the settings file's, else 0.1)")
     p.add_argument("--out", required=True, metavar="CONFIG.yaml")
     p.add_argument("--history-days", dest="history_days", type=argtypes.count(0), help="use only the last N days before DAY (default: all; 0 = no past data, the untuned configuration)")
     p.add_argument("--kappa", type=argtypes.positive, default=2.0, help="SLO = κ × per-template baseline for the forecast queries (default 2)")
