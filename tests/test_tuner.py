@@ -43,15 +43,22 @@ def test_reservoir_stores_exact_counts_and_a_bounded_arrival_sample(reservoir: T
     assert pc.sum(counts["count"]).as_py() == day0
     assert set(counts["tenant"].to_pylist()) == {"tenant-1", "tenant-2"}
     assert pc.min(arrivals["offset_s"]).as_py() >= 0 and pc.max(arrivals["offset_s"]).as_py() < 3600
-    # A small cap keeps at most that many offsets per hour, and appending twice doubles the counts.
+    # A small cap keeps at most that many offsets per hour, and a day logged in two parts adds up.
     small = T.Reservoir(reservoir.path.parent / "small", max_arrivals_per_hour=10)
     one_day = history.filter(pc.less(history["arrival"], 86_400.0))
-    small.append(one_day, start_date=START)
-    small.append(one_day, start_date=START)
+    half = one_day.num_rows // 2
+    small.append(one_day.slice(0, half), start_date=START)
+    small.append(one_day.slice(half), start_date=START)
     c, a = small.tables()
-    assert pc.sum(c["count"]).as_py() == 2 * one_day.num_rows
+    assert pc.sum(c["count"]).as_py() == one_day.num_rows
     per_hour = a.group_by("hour").aggregate([("offset_s", "count")])["offset_s_count"].to_pylist()
     assert max(per_hour) == 10
+    # The same rows again, in any order, would double their counts: refused, and nothing is written.
+    before = [(p.name, p.read_bytes()) for p in sorted(small.path.rglob("*.parquet"))]
+    for again in (one_day.slice(half), one_day.slice(half).take(np.arange(one_day.num_rows - half)[::-1])):
+        with pytest.raises(ValueError, match=f"already holds these rows for {START.isoformat()}.*nothing was written"):
+            small.append(again, start_date=START)
+    assert [(p.name, p.read_bytes()) for p in sorted(small.path.rglob("*.parquet"))] == before
     # Re-ingesting with replace is idempotent.
     small.append(one_day, start_date=START, replace=True)
     small.append(one_day, start_date=START, replace=True)
@@ -105,7 +112,7 @@ def test_a_crash_mid_append_loses_nothing_already_stored(reservoir: T.Reservoir,
 
     monkeypatch.setattr(T.pq, "write_table", crash)
     with pytest.raises(OSError, match="disk full"):
-        r.append(day0, start_date=START)
+        r.append(day0, start_date=START, replace=True)
     monkeypatch.undo()
     assert r.tables()[0].equals(before[0]) and r.tables()[1].equals(before[1])
     assert not list(r.path.rglob("*.tmp")), "no temporary file is left behind"
@@ -374,6 +381,11 @@ def test_reservoir_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert sum(r["queries"] for r in rows) == pq.read_table(wl).num_rows
     assert main(["reservoir", "add", "--reservoir", str(tmp_path / "r"), "--log", str(wl)]) == 2
     assert "start date" in capsys.readouterr().err
+    # Adding the same log twice is refused; --replace re-ingests its days.
+    assert main(["reservoir", "add", "--reservoir", str(tmp_path / "r"), "--log", str(wl), "--start-date", "2024-04-01"]) == 2
+    assert "already holds these rows for 2024-04-01, 2024-04-02" in capsys.readouterr().err
+    assert main(["reservoir", "add", "--reservoir", str(tmp_path / "r"), "--log", str(wl), "--start-date", "2024-04-01", "--replace"]) == 0
+    assert T.Reservoir(tmp_path / "r").queries() == pq.read_table(wl).num_rows
 
 
 def test_eligible_sizes_are_every_size_a_tuned_configuration_may_run() -> None:

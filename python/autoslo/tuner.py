@@ -16,6 +16,7 @@ Dates are calendar days; inside the tables they are stored as days since 1970-01
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import tempfile
@@ -257,6 +258,22 @@ def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.nd
     return seconds, ints["template"], ints["instance"], tenant, klass
 
 
+# The counts file's metadata key listing the fingerprints of the logs a day was built from.
+_LOGS_KEY = b"autoslo.logs"
+
+
+def _fingerprint(seconds: np.ndarray, template: np.ndarray, instance: np.ndarray, tenant: list[str], klass: list[str], sel: np.ndarray) -> str:
+    """A digest of one day's rows of a query log, independent of their order."""
+    idx = np.flatnonzero(sel)
+    names = np.array([f"{tenant[i]}\0{klass[i]}" for i in idx], dtype=object)
+    order = np.lexsort((names, instance[idx], template[idx], seconds[idx]))
+    h = hashlib.sha256()
+    for a in (seconds[idx][order].astype(np.float64), template[idx][order].astype(np.int64), instance[idx][order].astype(np.int64)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update("\n".join(names[order]).encode())
+    return h.hexdigest()
+
+
 class Reservoir:
     """The Workload Reservoir: every query that reached AutoSLO, as counts and sampled arrivals.
 
@@ -299,8 +316,10 @@ class Reservoir:
         ``template``, ``instance``, optional ``tenant`` and ``class``. A malformed row raises
         :class:`autoslo.AutoSloCoreError` naming the row and the column. With ``replace=True`` the
         days in ``log`` replace what is stored for them (re-ingesting a day is idempotent);
-        otherwise they are added to it. With ``day``, only that calendar day's rows are stored (a
-        daily ingest; rows of other days are left out). Returns the days written."""
+        otherwise they are added to it, and a day's rows added before (the same log again, in any
+        row order) raise :class:`ValueError` before anything is written: counts would double. With
+        ``day``, only that calendar day's rows are stored (a daily ingest; rows of other days are
+        left out). Returns the days written."""
         seconds, template, instance, tenant, klass = _log_columns(log, start_date)
         if log.num_rows == 0:
             return []
@@ -315,21 +334,39 @@ class Reservoir:
         hour = np.minimum((within // 3600).astype(np.int64), 23)
         offset = np.minimum(within - hour * 3600.0, np.nextafter(3600.0, 0))
         rows = pa.table({"date": date, "hour": hour, "template": template, "instance": instance, "tenant": tenant, "class": klass})
+        days = np.unique(date)
+        prints = {int(d): _fingerprint(seconds, template, instance, tenant, klass, date == d) for d in days}
+        if not replace:
+            again = [day_of(d).isoformat() for d, fp in prints.items() if fp in self._fingerprints(d)]
+            if again:
+                raise ValueError(
+                    f"the Workload Reservoir at {self.path} already holds these rows for {', '.join(again)}: adding them again would "
+                    "double their counts (re-ingest a day with replace=True, or --replace); nothing was written"
+                )
         written = []
-        for d in np.unique(date):
+        for d in days:
             sel = date == d
             new_counts = rows.filter(pa.array(sel)).group_by(["date", "hour", "template", "instance", "tenant", "class"]).aggregate([("date", "count")]).rename_columns(
                 ["date", "hour", "template", "instance", "tenant", "class", "count"]
             )
             new_counts = new_counts.select(COUNT_SCHEMA.names).cast(COUNT_SCHEMA)
             new_arr = pa.table({"date": date[sel], "hour": hour[sel], "offset_s": offset[sel]}, schema=ARRIVAL_SCHEMA)
-            self._merge_day(int(d), new_counts, new_arr, replace)
+            self._merge_day(int(d), new_counts, new_arr, replace, prints[int(d)])
             written.append(day_of(int(d)))
         return written
 
-    def _merge_day(self, date: int, counts: pa.Table, arrivals: pa.Table, replace: bool) -> None:
+    def _fingerprints(self, date: int) -> list[str]:
+        """The fingerprints of the logs that made up a stored day (in its counts file's metadata)."""
+        path = self._dir(date) / "counts.parquet"
+        if not path.exists():
+            return []
+        meta = pq.read_schema(path).metadata or {}
+        return list(json.loads(meta.get(_LOGS_KEY, b"[]")))
+
+    def _merge_day(self, date: int, counts: pa.Table, arrivals: pa.Table, replace: bool, fingerprint: str) -> None:
         part = self._dir(date)
         old_n: dict[int, int] = {}
+        logs = [fingerprint] if replace else [*self._fingerprints(date), fingerprint]
         if not replace and (part / "counts.parquet").exists():
             old_counts = pq.read_table(part / "counts.parquet", schema=COUNT_SCHEMA)
             old_arr = pq.read_table(part / "arrivals.parquet", schema=ARRIVAL_SCHEMA) if (part / "arrivals.parquet").exists() else ARRIVAL_SCHEMA.empty_table()
@@ -347,7 +384,7 @@ class Reservoir:
         with _atomic(part / "arrivals.parquet") as tmp:
             pq.write_table(arrivals, tmp)
         with _atomic(part / "counts.parquet") as tmp:
-            pq.write_table(counts, tmp)
+            pq.write_table(counts.replace_schema_metadata({_LOGS_KEY: json.dumps(logs)}), tmp)
 
     def _sample(self, date: int, old: pa.Table, old_n: dict[int, int], new: pa.Table) -> pa.Table:
         """Per hour, at most ``max_arrivals_per_hour`` offsets: a uniform sample of old and new

@@ -174,7 +174,7 @@ def register(sub: Any) -> None:
     a.add_argument("--reservoir", required=True, metavar="DIR")
     a.add_argument("--log", required=True, metavar="FILE", help="query log or workload (.parquet or .csv); `autoslo workload` writes one")
     a.add_argument("--start-date", dest="start_date", metavar="YYYY-MM-DD", help="calendar date of second 0, when arrivals are seconds")
-    a.add_argument("--replace", action="store_true", help="replace the stored days the log covers (re-ingesting a day is idempotent)")
+    a.add_argument("--replace", action="store_true", help="replace the stored days the log covers (re-ingesting a day is idempotent; without it, a log added before is refused)")
     a.add_argument("--max-arrivals-per-hour", dest="max_arrivals_per_hour", type=argtypes.count(2), default=2000, help="arrival offsets kept per hour (default 2000)")
     a.set_defaults(func=cmd_reservoir_add)
     s = rs.add_parser("show", help="list the stored days")
