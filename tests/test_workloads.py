@@ -87,6 +87,32 @@ def test_parquet_round_trip(tmp_path) -> None:
     assert autoslo.read_table(tmp_path / "trace.parquet").equals(res.trace)
 
 
+def test_a_query_log_in_csv_with_timestamps_reads_as_the_workload_it_logs(tmp_path) -> None:
+    import datetime as dt
+
+    import pyarrow.csv as pcsv
+
+    wl = autoslo.redbench_workload(days=1, seed=1, queries_per_day=500, tenants=2)
+    pcsv.write_csv(wl, tmp_path / "wl.csv")
+    assert autoslo.read_workload(tmp_path / "wl.csv").equals(wl)
+    # A log as a warehouse keeps it: ISO 8601 times from 09:00 UTC (some with an offset), rows out
+    # of order, no query ids and no SLOs (κ gives them).
+    start = dt.datetime(2024, 5, 1, 9, tzinfo=dt.timezone.utc)
+    times = [(start + dt.timedelta(seconds=a)).isoformat() for a in wl["arrival"].to_pylist()]
+    times[1] = (start + dt.timedelta(seconds=wl["arrival"][1].as_py())).astimezone(dt.timezone(dt.timedelta(hours=2))).isoformat()
+    log = pa.table({"arrival": times, "template": wl["template"], "instance": wl["instance"], "tenant": wl["tenant"], "class": wl["class"]})
+    pcsv.write_csv(log.take(pa.array(range(log.num_rows - 1, -1, -1))), tmp_path / "log.csv")
+    back = autoslo.read_workload(tmp_path / "log.csv", kappa=2.0)
+    assert back["arrival"].to_numpy() == pytest.approx(wl["arrival"].to_numpy() + 9 * 3600, abs=1e-5)
+    for c in ("template", "instance", "tenant", "class", "slo"):
+        assert back[c].equals(wl[c]), c
+    pcsv.write_csv(pa.table({"arrival": ["2024-05-01T09:00:00", "noon"], "template": [1, 2], "instance": [1, 1]}), tmp_path / "bad.csv")
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"workload row 1, column `arrival`: 'noon' is not an ISO 8601 time"):
+        autoslo.read_workload(tmp_path / "bad.csv", kappa=2.0)
+    with pytest.raises(FileNotFoundError, match="no CSV file at"):
+        autoslo.read_workload(tmp_path / "missing.csv")
+
+
 def test_catalog_and_scaling_law() -> None:
     cat = autoslo.catalog_table()
     assert cat.num_rows == 617 and pc.sum(cat["runs"]).as_py() == 2758

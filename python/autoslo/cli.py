@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def _add_workload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload")
     g.add_argument("--workload", choices=["base", "redbench"], default="base", help="generator (default: base = the paper's BaseWorkload)")
-    g.add_argument("--workload-file", metavar="F.parquet", help="read the workload from Parquet instead of generating one")
+    g.add_argument("--workload-file", metavar="FILE", help="read the workload (or a query log: arrival, template, instance, [tenant, class, slo]) from Parquet or CSV instead of generating one")
     g.add_argument("--rate", type=float, default=0.1, help="BaseWorkload arrival rate λ in queries/s (default 0.1)")
     g.add_argument("--days", type=int, default=1, help="redbench: number of days (default 1)")
     g.add_argument("--queries-per-day", type=float, default=20_000, help="redbench: weekday queries across tenants (default 20000)")

@@ -128,7 +128,7 @@ def register(sub: Any) -> None:
         "or an endpoint given by --endpoint / AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS, or --local. Routing defaults to the product's "
         "router (autoslo) with the bundled predictor.",
     )
-    p.add_argument("--workload", required=True, metavar="FILE", help="workload Parquet (`autoslo workload` writes one)")
+    p.add_argument("--workload", required=True, metavar="FILE", help="workload or query log, Parquet or CSV (`autoslo workload` writes one)")
     p.add_argument("--config", metavar="YAML", help="an execution configuration (`autoslo tune` writes one): clusters, routing, autoscaler")
     p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
     p.add_argument("--routing", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; baselines by name; not with --config)")

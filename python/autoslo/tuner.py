@@ -37,6 +37,7 @@ from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
 from autoslo.traces import trace_classes
+from autoslo.workloads import epoch_seconds
 from autoslo.workloads import slo_out_of_reach, validate_workload
 
 EPOCH = dt.date(1970, 1, 1)
@@ -177,31 +178,6 @@ def _bad(row: int, column: str, problem: str) -> _core.AutoSloCoreError:
     return _core.AutoSloCoreError(f"query log row {row}, column `{column}`: {problem}")
 
 
-def _parse_timestamps(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    """ISO 8601 text (``2024-04-01T10:00:00``, with ``Z`` or an offset, or without: then read as
-    UTC) as UTC timestamps, row by row when the rows mix the two forms; the first row neither
-    form reads is an error naming it."""
-
-    def read(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray | None:
-        for form in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
-            try:
-                return pc.cast(pc.cast(values, form), pa.timestamp("us"))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                continue
-        return None
-
-    whole = read(col)
-    if whole is not None:
-        return whole
-    out = []
-    for row, text in enumerate(col.to_pylist()):
-        one = read(pa.array([text], pa.string()))
-        if one is None:
-            raise _bad(row, "arrival", f"{text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)")
-        out.append(one[0].as_py())
-    return pa.chunked_array([pa.array(out, pa.timestamp("us"))])
-
-
 def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
     """(arrival as seconds since 1970-01-01, template, instance, …) of a query log, checked row
     by row."""
@@ -214,16 +190,9 @@ def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.nd
             row = int(np.flatnonzero(pc.is_null(log[c]).to_numpy(zero_copy_only=False))[0])
             raise _bad(row, c, "missing value")
     arr = log["arrival"]
-    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        arr = _parse_timestamps(arr)
-    if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
-        if pa.types.is_date(arr.type):
-            arr = pc.cast(arr, pa.timestamp("s"))
-        unit = arr.type.unit
-        scale = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
-        if getattr(arr.type, "tz", None) is not None:
-            arr = pc.cast(arr, pa.timestamp(unit, tz="UTC"))
-        seconds = pc.cast(pc.cast(arr, pa.timestamp(unit)), pa.int64()).to_numpy(zero_copy_only=False) / scale
+    epoch = epoch_seconds(arr, "query log")
+    if epoch is not None:
+        seconds = epoch
         if start_date is not None:
             raise _core.AutoSloCoreError("query log: `arrival` holds timestamps, so no start date is needed (give one only for arrivals in seconds)")
     else:

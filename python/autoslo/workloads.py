@@ -13,8 +13,10 @@ from typing import Any
 from os import PathLike
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from autoslo import _core
@@ -101,8 +103,73 @@ def read_table(path: str | PathLike[str]) -> pa.Table:
 
 
 def read_workload(path: str | PathLike[str], kappa: float | None = None) -> pa.Table:
-    """Read and validate a workload from Parquet."""
-    return validate_workload(read_table(path), kappa=kappa)
+    """Read and validate a workload from Parquet, or from CSV (a name ending ``.csv`` or
+    ``.csv.gz``): a workload ``autoslo workload`` wrote, or a query log of your own.
+
+    ``arrival`` is seconds from the start, or timestamps (ISO 8601 text in CSV; without ``Z`` or an
+    offset read as UTC), which become seconds from midnight UTC of the first arrival's day, so the
+    hours of the day keep their place. Rows are put in arrival order (a stable sort): a log need
+    not be sorted."""
+    p = str(path)
+    if p.lower().endswith((".csv", ".csv.gz")):
+        if "://" not in p and not Path(p).is_file():
+            raise FileNotFoundError(f"no CSV file at {p}")
+        table = pcsv.read_csv(p)
+    else:
+        table = read_table(path)
+    if "arrival" in table.column_names:
+        epoch = epoch_seconds(table["arrival"], "workload")
+        if epoch is not None and epoch.size:
+            origin = np.floor(np.min(epoch) / 86_400.0) * 86_400.0
+            table = table.set_column(table.schema.get_field_index("arrival"), "arrival", pa.array(epoch - origin, pa.float64()))
+        if table.num_rows and table["arrival"].null_count == 0:
+            table = table.take(pc.sort_indices(table, [("arrival", "ascending")]))
+    return validate_workload(table, kappa=kappa)
+
+
+def epoch_seconds(col: pa.ChunkedArray | pa.Array, what: str) -> np.ndarray | None:
+    """Seconds since 1970-01-01 UTC of an ``arrival`` column of timestamps, dates or ISO 8601
+    text (with ``Z`` or an offset, or without: then read as UTC); ``None`` when it holds numbers
+    (seconds from a start). A text row neither form reads raises
+    :class:`autoslo.AutoSloCoreError` naming ``what`` and the row."""
+    arr = col
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        arr = _parse_timestamps(arr, what)
+    if not (pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type)):
+        return None
+    if pa.types.is_date(arr.type):
+        arr = pc.cast(arr, pa.timestamp("s"))
+    unit = arr.type.unit
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
+    if getattr(arr.type, "tz", None) is not None:
+        arr = pc.cast(arr, pa.timestamp(unit, tz="UTC"))
+    return pc.cast(pc.cast(arr, pa.timestamp(unit)), pa.int64()).to_numpy(zero_copy_only=False) / scale
+
+
+def _parse_timestamps(col: pa.ChunkedArray | pa.Array, what: str) -> pa.ChunkedArray | pa.Array:
+    """ISO 8601 text as UTC timestamps, row by row when the rows mix the forms; the first row
+    neither form reads is an error naming it."""
+
+    def read(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray | None:
+        for form in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+            try:
+                return pc.cast(pc.cast(values, form), pa.timestamp("us"))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+        return None
+
+    whole = read(col)
+    if whole is not None:
+        return whole
+    out = []
+    for row, text in enumerate(col.to_pylist()):
+        one = read(pa.array([text], pa.string()))
+        if one is None:
+            raise _core.AutoSloCoreError(
+                f"{what} row {row}, column `arrival`: {text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)"
+            )
+        out.append(one[0].as_py())
+    return pa.chunked_array([pa.array(out, pa.timestamp("us"))])
 
 
 def slo_feasibility(workload: pa.Table, sizes: Sequence[int]) -> pa.Table:
