@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 
@@ -61,6 +62,16 @@ def test_task_functions_run_the_cycle_and_are_idempotent(world: dict[str, Path],
     assert first == again and first["days_stored"] == 8  # re-ingesting the day adds no rows
     with pytest.raises(FileNotFoundError, match="no query log"):
         A.ingest(reservoir, world["log"], d1 + dt.timedelta(days=5))
+    # The same day logged as a warehouse keeps it, with timestamps (CSV, ISO 8601, no start date),
+    # stores the same counts.
+    log = pq.read_table(str(world["log"]).replace("{ds}", d1.isoformat()))
+    midnight = dt.datetime.combine(d1, dt.time(), dt.timezone.utc)
+    stamped = log.set_column(log.schema.get_field_index("arrival"), "arrival", pa.array([(midnight + dt.timedelta(seconds=a)).isoformat() for a in log["arrival"].to_pylist()]))
+    pcsv.write_csv(stamped, tmp_path / "stamped.csv")
+    other = tmp_path / "stamped-reservoir"
+    shutil.copytree(world["reservoir"], other)
+    assert A.ingest(other, tmp_path / "stamped.csv", d1)["queries_stored"] == first["queries_stored"]
+    assert T.Reservoir(other).tables([d1])[0].equals(T.Reservoir(reservoir).tables([d1])[0])
     staging = tmp_path / "staging" / "c.yaml"
     plan = d1 + dt.timedelta(days=1)
     with pytest.raises(FileNotFoundError, match="no Workload Reservoir"):  # a mistyped path is not an empty history
