@@ -219,6 +219,25 @@ def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, caps
     only_one.write_text(json.dumps({"1": "SELECT 1"}))
     assert main(["live", "--local", "--workload", str(path), "--config", str(cfg), "--sql", str(only_one), "--data", str(tpcds.root)]) != 0
     assert "no SQL for the workload's templates [" in capsys.readouterr().err
+    # A query log as a warehouse keeps it (CSV, ISO 8601 times from 09:00 UTC, no SLOs) replays
+    # from its first query with --from-first-arrival, instead of idling until 09:00.
+    import datetime as dt
+
+    import pyarrow.csv as pcsv
+
+    nine = dt.datetime(2024, 5, 1, 9, tzinfo=dt.timezone.utc)
+    log = pa.table({"arrival": [(nine + dt.timedelta(seconds=a)).isoformat() for a in wl["arrival"].to_pylist()], "template": wl["template"], "instance": wl["instance"]})
+    pcsv.write_csv(log, tmp_path / "log.csv")
+    argv = ["live", "--local", "--time-factor", "0.005", "--workload", str(tmp_path / "log.csv"), "--clusters", "8", "--data", str(tpcds.root), "--time-scale", str(scale), "--tick", str(0.1 * scale), "--json"]
+    assert main([*argv, "--from-first-arrival"]) == 2 and "column `slo`: missing" in capsys.readouterr().err
+    assert main([*argv, "--from-first-arrival", "--kappa", "4", "--trace", str(trace)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queries"] == 30 and out["failed"] == 0 and out["arrivals_moved_by_s"] == pytest.approx(9 * 3600 + wl["arrival"][0].as_py())
+    assert pq.read_table(trace)["arrival"][0].as_py() < 1.0
+    spinups = tmp_path / "spinups.yaml"
+    ExecutionConfig({"initial_clusters": [8], "scheduled_spinups": [{"at_s": 3600.0, "size": 8}], "autoscaler": None, "routing": "autoslo"}).save(spinups)
+    assert main(["live", "--local", "--workload", str(path), "--config", str(spinups), "--from-first-arrival", "--data", str(tpcds.root)]) == 2
+    assert "scheduled spinups are at times of the day" in capsys.readouterr().err
 
 
 def test_sigterm_stops_autoslo_live_cleanly_and_deletes_its_workgroups(tpcds: LocalData, tmp_path: Path) -> None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from typing import Any
+
+import pyarrow.compute as pc
 
 from autoslo import _core, argtypes
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable
 from autoslo.tables import fmt_table
+from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import check_output, read_workload, write_table
 
 
@@ -49,7 +53,20 @@ def cmd_live(args: argparse.Namespace) -> int:
             raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
     for out in (args.trace, args.events_out, args.decisions_out):
         check_output(out)
-    wl = read_workload(args.workload)
+    wl = read_workload(args.workload, kappa=args.kappa)
+    first = float(wl["arrival"][0].as_py()) if wl.num_rows else 0.0
+    shift = 0.0
+    if args.from_first_arrival:
+        if args.config and ExecutionConfig.load(args.config).scheduled_spinups:
+            raise ValueError("--from-first-arrival moves the arrivals, and the configuration's scheduled spinups are at times of the day: replay from second 0 with this configuration")
+        shift = first
+        wl = wl.set_column(wl.schema.get_field_index("arrival"), "arrival", pc.subtract(wl["arrival"], shift))
+    elif first / args.time_scale > 60:
+        print(
+            f"autoslo live: the first query arrives at workload second {first:.0f} ({first / 3600:.2f} h), {first / args.time_scale:.0f} real seconds"
+            f" after the start at --time-scale {args.time_scale:g}; --from-first-arrival starts the replay there",
+            file=sys.stderr,
+        )
     if args.sql:
         with open(args.sql) as f:
             sql: Any = {int(k): v for k, v in json.load(f).items()}
@@ -94,7 +111,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         write_table(result.events, args.events_out)
     if args.decisions_out:
         write_table(result.decisions, args.decisions_out)
-    summary = {**result.summary(), "retried": result.retried, "interrupted": result.interrupted}
+    summary = {**result.summary(), "retried": result.retried, "interrupted": result.interrupted, **({"arrivals_moved_by_s": shift} if shift else {})}
     if args.json:
         print(json.dumps({**summary, "cluster_events": result.events.to_pylist(), "workgroups": result.workgroups}))
     else:
@@ -129,6 +146,7 @@ def register(sub: Any) -> None:
         "router (autoslo) with the bundled predictor.",
     )
     p.add_argument("--workload", required=True, metavar="FILE", help="workload or query log, Parquet or CSV (`autoslo workload` writes one)")
+    p.add_argument("--kappa", type=argtypes.positive, help="SLO = κ × per-template baseline for a workload without an slo column")
     p.add_argument("--config", metavar="YAML", help="an execution configuration (`autoslo tune` writes one): clusters, routing, autoscaler")
     p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
     p.add_argument("--routing", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; baselines by name; not with --config)")
@@ -139,6 +157,12 @@ def register(sub: Any) -> None:
     p.add_argument("--data", metavar="DIR", help="the prepared local database, whose TPC-DS query texts run (default as for `local prepare`)")
     p.add_argument("--sql", metavar="JSON", help="SQL per template instead: {\"1\": \"SELECT ...\", ...}")
     p.add_argument("--only-runnable", dest="only_runnable", action="store_true", help="drop the workload's queries whose template has no SQL")
+    p.add_argument(
+        "--from-first-arrival",
+        dest="from_first_arrival",
+        action="store_true",
+        help="start the replay at the first query instead of second 0 (a log from 09:00 would otherwise idle until then); times in the trace count from it; not with a configuration's scheduled spinups",
+    )
     p.add_argument("--time-scale", dest="time_scale", type=argtypes.positive, default=1.0, help="workload seconds per real second (default 1)")
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in workload seconds (default 3600; 0 = none)")
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in workload seconds (default 10)")

@@ -144,7 +144,12 @@ impl Workload {
             let slo = match (&cols.slo, slo_table) {
                 (Some(v), _) => v[row],
                 (None, Some(t)) => t.slo(template, &classes.names[class_idx[row] as usize])?,
-                (None, None) => return Err(AutoSloError::MissingColumn("slo (or give an SLO table, e.g. kappa)".into())),
+                (None, None) => {
+                    return Err(AutoSloError::BadColumn {
+                        column: "slo".into(),
+                        problem: "missing: give each query's SLO in seconds, or κ (kappa=, --kappa) to make it κ × its template's baseline".into(),
+                    })
+                }
             };
             queries.push(Query {
                 id,
