@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -18,6 +19,7 @@ import autoslo
 from autoslo import _core, predictor
 from autoslo.predictor.stage import plan_feature_table
 from autoslo.predictor.training import build_samples
+from autoslo.tenancy import DeadlineAdmission
 
 SMALL = predictor.DataConfig(seeds=(0, 1, 2), sizes=(8, 16), rates=(0.1, 0.5), phased=((15, 0.5),))
 
@@ -196,6 +198,44 @@ def test_data_and_train_cli_quick(tmp_path: Path) -> None:
     assert p.meta["training_data_sha256"] == json.loads((tmp_path / "tr" / "manifest.json").read_text())["sha256"]["train"]
     r = _cli("predictor", "train", "--traces", str(tmp_path / "absent"), "--out", str(tmp_path / "m2"))
     assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_training_data_from_traces_of_your_own(tmp_path: Path) -> None:
+    # Two days as a warehouse ran them, one with queries rejected at the router (they never ran).
+    days = []
+    for seed in (5, 6):
+        w = autoslo.redbench_workload(days=1, seed=seed, queries_per_day=1500, tenants=2, kappa=1.0)
+        run = autoslo.emulate(w, [8, 16], seed=seed, admission=DeadlineAdmission() if seed == 6 else None)
+        pq.write_table(run.trace, tmp_path / f"day{seed}.parquet")
+        days.append(run.trace)
+    assert pc.sum(pc.equal(days[1]["outcome"], "rejected")).as_py() > 0
+    ts = predictor.from_traces([tmp_path / "day5.parquet", tmp_path / "day6.parquet"], out=tmp_path / "tr")
+    ran = sum(pc.sum(pc.is_in(d["outcome"], pa.array(["completed", "timeout"]))).as_py() for d in days)
+    assert ts.train.num_rows + ts.val.num_rows + ts.test.num_rows == ran
+    assert {o for t in (ts.train, ts.val, ts.test) for o in pc.unique(t["outcome"]).to_pylist()} <= {"completed", "timeout"}
+    # Per trace, validation and test are later traffic than training; each period is its own run.
+    for i in (0, 1):
+        arr = {k: pc.filter(t["arrival"], pc.equal(t["seed"], i)) for k, t in (("train", ts.train), ("val", ts.val), ("test", ts.test))}
+        assert pc.max(arr["train"]).as_py() <= pc.min(arr["val"]).as_py() and pc.max(arr["val"]).as_py() <= pc.min(arr["test"]).as_py()
+        assert len(arr["train"]) > 4 * len(arr["test"]) > 0
+    runs = [set(pc.unique(t["run"]).to_pylist()) for t in (ts.train, ts.val, ts.test)]
+    assert runs == [{0, 3}, {1, 4}, {2, 5}]
+    back = predictor.load_traces(tmp_path / "tr")
+    assert back.train.equals(ts.train) and back.test.equals(ts.test)
+    # The CLI writes the same directory, which `predictor train` reads as it reads emulated runs.
+    r = _cli("predictor", "data", "--out", str(tmp_path / "cli"), "--from-trace", str(tmp_path / "day5.parquet"), str(tmp_path / "day6.parquet"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "cli" / "manifest.json").read_text())["sha256"] == ts.manifest["sha256"]
+    r = _cli("predictor", "train", "--traces", str(tmp_path / "cli"), "--out", str(tmp_path / "m"), "--epochs", "1", "--hidden", "8", "--embedding", "8", "--max-train-samples", "256", "--json")
+    assert r.returncode == 0, r.stderr
+    assert predictor.load(tmp_path / "m").meta["training_data_sha256"] == ts.manifest["sha256"]["train"]
+    # What cannot be learned from is named.
+    r = _cli("predictor", "data", "--out", str(tmp_path / "x"), "--from-trace", str(tmp_path / "day5.parquet"), "--sizes", "8")
+    assert r.returncode == 2 and "--sizes: options of the emulated runs" in r.stderr
+    with pytest.raises(ValueError, match="lacks cluster_id, cluster_size"):
+        predictor.from_traces([days[0].drop_columns(["cluster_id", "cluster_size"])])
+    with pytest.raises(ValueError, match="leave 3 for val"):
+        predictor.from_traces([days[0].slice(0, 20)])
 
 
 def test_bundled_model_corrects_predictions_at_arrival(model: predictor.Predictor) -> None:

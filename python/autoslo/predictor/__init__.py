@@ -13,6 +13,10 @@ Training from scratch (what ``autoslo predictor data/train`` do)::
     predictor.train_stage(traces.train, "models/mine/stage.json")
     predictor.train(traces.train, traces.val, "models/mine/stage.json", "models/mine")
     predictor.fit_arrival("models/mine", traces.train, traces.val, traces.test)
+
+On your own executions instead (``autoslo predictor data --from-trace``)::
+
+    traces = predictor.from_traces(["day1.parquet", "day2.parquet"], out="traces/")
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from autoslo._core import ClusterPredictor, Counterfactual, Predictor
 from autoslo.bundled import BUNDLED, bundled_model_dir, load
 from autoslo.traces import trace_classes
 from autoslo.predictor.data import REDBENCH, DataConfig, TraceSet, test_split
+from autoslo.predictor.data import from_traces
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
 from autoslo.predictor.stage import isolated_executions, train_stage
@@ -50,6 +55,7 @@ __all__ = [
     "evaluate",
     "noise_floor",
     "fit_arrival",
+    "from_traces",
     "generate_traces",
     "load",
     "load_traces",

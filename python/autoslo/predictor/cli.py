@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autoslo import argtypes
 from autoslo import predictor as P
+from autoslo.predictor.data import SIZES
 from autoslo.workloads import read_table
 
 
@@ -64,8 +65,14 @@ def cmd_arrival(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    cfg = P.DataConfig(seeds=tuple(args.seeds), sizes=tuple(args.sizes), redbench=P.REDBENCH if args.redbench else ())
-    ts = P.generate_traces(cfg, out=args.out)
+    if args.from_trace:
+        given = [f"--{n}" for n in ("seeds", "sizes") if getattr(args, n) is not None] + (["--redbench"] if args.redbench else [])
+        if given:
+            raise ValueError(f"{', '.join(given)}: options of the emulated runs, not used with --from-trace")
+        ts = P.from_traces(args.from_trace, out=args.out)
+    else:
+        cfg = P.DataConfig(seeds=tuple(args.seeds or (0, 1, 2, 3)), sizes=tuple(args.sizes or SIZES), redbench=P.REDBENCH if args.redbench else ())
+        ts = P.generate_traces(cfg, out=args.out)
     print(f"wrote {len(ts.manifest['files'])} traces ({ts.train.num_rows} train / {ts.val.num_rows} val / {ts.test.num_rows} test queries) to {args.out}")
     return 0
 
@@ -135,10 +142,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--out", default="models", help="directory (default models)")
     c.set_defaults(func=cmd_cards)
 
-    d = ps.add_parser("data", help="emulate the paper's training traces to Parquet")
+    d = ps.add_parser("data", help="emulate the paper's training traces to Parquet, or split traces of your own")
     d.add_argument("--out", required=True, help="output directory")
-    d.add_argument("--seeds", type=argtypes.count(0), nargs="+", default=[0, 1, 2, 3], help="seeds; the last two are validation and test")
-    d.add_argument("--sizes", type=argtypes.size, nargs="+", default=[4, 8, 16, 32], help="cluster sizes (RPU)")
+    d.add_argument("--seeds", type=argtypes.count(0), nargs="+", help="seeds; the last two are validation and test (default 0 1 2 3)")
+    d.add_argument("--sizes", type=argtypes.size, nargs="+", help="cluster sizes (RPU) (default 4 8 16 32)")
+    d.add_argument(
+        "--from-trace",
+        dest="from_trace",
+        nargs="+",
+        metavar="TRACE.parquet",
+        help="learn from these executions instead (`autoslo emulate --trace`, `autoslo live --trace`): each is cut by arrival, 70 %% train, 15 %% validation, the last 15 %% test",
+    )
     d.add_argument("--redbench", action="store_true", help="also Redbench-like windows on each size (multi-tenant traffic with heavy backfills; see docs/predictor.md)")
     d.set_defaults(func=cmd_data)
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
@@ -127,7 +130,7 @@ def generate(config: DataConfig = DataConfig(), out: str | Path | None = None, p
 
 
 def load(directory: str | Path) -> TraceSet:
-    """Read traces written by `generate` (``autoslo predictor data --out DIR``)."""
+    """Read traces written by `generate` or `from_traces` (``autoslo predictor data --out DIR``)."""
     d = Path(directory)
     mpath = d / "manifest.json"
     if not mpath.is_file():
@@ -144,7 +147,7 @@ def load(directory: str | Path) -> TraceSet:
     empty = [k for k, v in parts.items() if not v]
     if empty:
         raise ValueError(f"{mpath}: no files for split(s) {empty}")
-    train, val, test = (pa.concat_tables(parts[k]) for k in ("train", "val", "test"))
+    train, val, test = (pa.concat_tables(parts[k], promote_options="permissive") for k in ("train", "val", "test"))
     return TraceSet(train, val, test, manifest=manifest)
 
 
@@ -167,3 +170,64 @@ def test_split(config: DataConfig = DataConfig(), progress: bool = False) -> pa.
     tables = [run_trace(s, size, n, i, config.timeout_s) for i, (s, size, n) in enumerate(runs) if s == seed]
     return pa.concat_tables(tables)
 
+
+
+#: The trace columns the predictor learns from (the emulator's and live mode's trace format).
+LEARNED_COLUMNS = ("query_id", "template", "instance", "cluster_id", "cluster_size", "arrival", "end", "censored")
+#: Outcomes of queries that ran on a cluster: a timed-out one is kept, censored at its timeout.
+RAN = ("completed", "timeout")
+#: Shares of each trace's queries, in arrival order, for training and validation; the rest test.
+SHARES = (0.7, 0.15)
+
+
+def from_traces(traces: Sequence[pa.Table | str | Path], out: str | Path | None = None, shares: tuple[float, float] = SHARES) -> TraceSet:
+    """Training traces from executions of your own: traces in the emulator's format, as
+    ``autoslo emulate --trace`` or a live run (``autoslo live --trace``) write them, as tables or
+    Parquet paths.
+
+    Each trace is cut by arrival into three contiguous periods: its first ``shares[0]`` of the
+    queries train, the next ``shares[1]`` validate, the rest test, so a model is judged on later
+    traffic than it learned from. Each period is its own run: a query running across a cut loses
+    its neighbours on the other side (a few queries per cut). Queries that did not run on a
+    cluster (rejected, failed, cancelled) are left out; timed-out ones stay, censored. A live
+    trace's times are on the control plane's clock: replayed with ``time_scale`` ≠ 1, its
+    latencies are scaled, and so would the model's predictions be. Written to ``out`` as
+    :func:`generate` writes (``autoslo predictor train --traces OUT`` reads it)."""
+    if not traces:
+        raise ValueError("give at least one trace")
+    a, b = shares
+    if not (0 < a and 0 < b and a + b < 1):
+        raise ValueError(f"shares are (train, validation), each > 0 and together < 1, got {shares}")
+    outdir = Path(out) if out is not None else None
+    by_split: dict[str, list[pa.Table]] = {"train": [], "val": [], "test": []}
+    files, sources = [], []
+    for i, tr in enumerate(traces):
+        name = Path(tr).stem if isinstance(tr, (str, Path)) else f"trace{i}"
+        t = pq.read_table(tr) if isinstance(tr, (str, Path)) else tr
+        missing = [c for c in LEARNED_COLUMNS if c not in t.column_names]
+        if missing:
+            raise ValueError(f"{tr if isinstance(tr, (str, Path)) else f'trace {i}'} lacks {', '.join(missing)}: give traces written by `autoslo emulate --trace` or `autoslo live --trace`")
+        if "outcome" in t.column_names:
+            t = t.filter(pc.is_in(t["outcome"], pa.array(RAN)))
+        t = t.take(pc.sort_indices(t, [("arrival", "ascending")]))
+        n = t.num_rows
+        cuts = (0, round(n * a), round(n * (a + b)), n)
+        sources.append({"trace": str(tr) if isinstance(tr, (str, Path)) else name, "queries": n})
+        for k, split in enumerate(("train", "val", "test")):
+            part = t.slice(cuts[k], cuts[k + 1] - cuts[k])
+            if part.num_rows < 10:
+                raise ValueError(f"{name}: {n} queries that ran leave {part.num_rows} for {split}: a trace needs at least {math.ceil(10 / min(a, b, 1 - a - b))}")
+            run = 3 * i + k
+            part = part.append_column("run", pa.array([run] * part.num_rows, pa.int64())).append_column("workload", pa.array([name] * part.num_rows)).append_column("seed", pa.array([i] * part.num_rows, pa.int64()))
+            by_split[split].append(part)
+            if outdir is not None:
+                rel = f"trace{i}_{name}/{split}.parquet"
+                (outdir / rel).parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(part, outdir / rel)
+                files.append({"path": rel, "split": split, "seed": i, "workload": name, "run": run})
+    manifest: dict = {"format": "autoslo-traces", "version": 1, "config": {"source": "traces", "traces": sources, "shares": [a, b, round(1 - a - b, 6)]}, "files": files}
+    tables = {k: pa.concat_tables(v, promote_options="permissive") for k, v in by_split.items()}
+    manifest["sha256"] = {k: table_sha256(v) for k, v in tables.items()}
+    if outdir is not None:
+        (outdir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return TraceSet(tables["train"], tables["val"], tables["test"], manifest)
