@@ -229,6 +229,13 @@ def test_training_data_from_traces_of_your_own(tmp_path: Path) -> None:
     r = _cli("predictor", "train", "--traces", str(tmp_path / "cli"), "--out", str(tmp_path / "m"), "--epochs", "1", "--hidden", "8", "--embedding", "8", "--max-train-samples", "256", "--json")
     assert r.returncode == 0, r.stderr
     assert predictor.load(tmp_path / "m").meta["training_data_sha256"] == ts.manifest["sha256"]["train"]
+    # ... and `autoslo emulate --model` routes with (a fixed predictor differs from the bundled one).
+    r = _cli("emulate", "--workload-file", str(tmp_path / "day5.parquet"), "--kappa", "2", "--clusters", "8,16", "--model", str(tmp_path / "m"), "--trace", str(tmp_path / "mine.parquet"), "--json")
+    assert r.returncode == 0, r.stderr
+    r = _cli("emulate", "--workload-file", str(tmp_path / "day5.parquet"), "--kappa", "2", "--clusters", "8,16", "--trace", str(tmp_path / "bundled.parquet"), "--json")
+    assert not pq.read_table(tmp_path / "mine.parquet")["cluster_id"].equals(pq.read_table(tmp_path / "bundled.parquet")["cluster_id"])
+    r = _cli("emulate", "--workload-file", str(tmp_path / "day5.parquet"), "--clusters", "8,16", "--routing", "round-robin", "--model", str(tmp_path / "m"))
+    assert r.returncode == 2 and "round-robin routing over fixed clusters predicts no latency" in r.stderr
     # What cannot be learned from is named.
     r = _cli("predictor", "data", "--out", str(tmp_path / "x"), "--from-trace", str(tmp_path / "day5.parquet"), "--sizes", "8")
     assert r.returncode == 2 and "--sizes: options of the emulated runs" in r.stderr

@@ -14,7 +14,7 @@ import pyarrow as pa
 from autoslo import _core, argtypes
 from autoslo.autoscaler import SELECTOR_POLICIES, SNOWFLAKE_POLICIES, TRIGGERED_POLICIES, AutoscalerConfig
 from autoslo.emulation import calibrate, emulate
-from autoslo.bundled import load
+from autoslo.bundled import NEEDS_PREDICTOR, load
 from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
@@ -93,11 +93,16 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         check_output(out)
     wl = _workload(args)
     admission = DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None
+    predictor = None
+    if args.model:
+        if not (args.config or args.autoscaler or admission or (args.routing or "autoslo") in NEEDS_PREDICTOR):
+            raise ValueError(f"--model: {args.routing} routing over fixed clusters predicts no latency (the model serves AutoSLO routing, the autoscaler and admission)")
+        predictor = load(args.model)
     if args.config:
         overlap = [_option(d) for d in ("clusters", "routing", "autoscaler", *_SCALING_OPTIONS) if getattr(args, d) is not None]
         if overlap:
             raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
-        result = emulate(wl, seed=args.seed, timeout_s=args.timeout if args.timeout > 0 else None, lifecycle=args.lifecycle, progress=args.progress, config=args.config, admission=admission)
+        result = emulate(wl, seed=args.seed, timeout_s=args.timeout if args.timeout > 0 else None, lifecycle=args.lifecycle, progress=args.progress, config=args.config, admission=admission, predictor=predictor)
     else:
         result = emulate(
             wl,
@@ -109,6 +114,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
             progress=args.progress,
             autoscaler=_autoscaler(args),
             admission=admission,
+            predictor=predictor,
         )
     if args.trace:
         write_table(result.trace, args.trace)
@@ -252,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=_core.ROUTING_POLICIES,
         help="routing policy (default: autoslo, the product's router with the bundled Iconq+; baselines by name: round-robin, stage-cost, least-work; not with --config)",
     )
+    p.add_argument("--model", metavar="DIR", help="Latency Predictor model directory (`autoslo predictor train` writes one; default: the bundled Iconq+)")
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in s; 0 disables (default 3600)")
     p.add_argument("--lifecycle", choices=["fixed", "measured"], default="fixed", help="spinup/teardown times: fixed 300 s, or drawn from the real workgroup timings")
     p.add_argument("--trace", metavar="OUT.parquet", help="write the per-query trace to Parquet")

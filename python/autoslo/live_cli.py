@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from autoslo import _core, argtypes
+from autoslo.bundled import NEEDS_PREDICTOR, load
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable
 from autoslo.tables import fmt_table
 from autoslo.tuner import ExecutionConfig
@@ -51,6 +52,8 @@ def cmd_live(args: argparse.Namespace) -> int:
         overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
         if overlap:
             raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
+    if args.model and not (args.config or args.autoscaler or (args.routing or "autoslo") in NEEDS_PREDICTOR):
+        raise ValueError(f"--model: {args.routing} routing over fixed clusters predicts no latency (the model serves AutoSLO routing and the autoscaler)")
     for out in (args.trace, args.events_out, args.decisions_out):
         check_output(out)
     wl = read_workload(args.workload, kappa=args.kappa)
@@ -81,6 +84,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         ep = LocalEndpoint(time_factor=args.time_factor, template=str(data.template))
         endpoint = ep.url
     kwargs: dict[str, Any] = dict(
+        predictor=load(args.model) if args.model else None,
         sql=sql,
         endpoint=endpoint,
         time_scale=args.time_scale,
@@ -151,6 +155,7 @@ def register(sub: Any) -> None:
     p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
     p.add_argument("--routing", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; baselines by name; not with --config)")
     p.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy by name (default: none, or --config's)")
+    p.add_argument("--model", metavar="DIR", help="Latency Predictor model directory (`autoslo predictor train` writes one; default: the bundled Iconq+)")
     p.add_argument("--endpoint", metavar="URL", help="Redshift Serverless endpoint URL (default: the AWS SDK's)")
     p.add_argument("--local", action="store_true", help="start a local endpoint in this process for the run")
     p.add_argument("--time-factor", dest="time_factor", type=argtypes.positive, default=0.01, help="with --local: lifecycle time factor (default 0.01)")
