@@ -234,10 +234,6 @@ def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, caps
     out = json.loads(capsys.readouterr().out)
     assert out["queries"] == 30 and out["failed"] == 0 and out["arrivals_moved_by_s"] == pytest.approx(9 * 3600 + wl["arrival"][0].as_py())
     assert pq.read_table(trace)["arrival"][0].as_py() < 1.0
-    spinups = tmp_path / "spinups.yaml"
-    ExecutionConfig({"initial_clusters": [8], "scheduled_spinups": [{"at_s": 3600.0, "size": 8}], "autoscaler": None, "routing": "autoslo"}).save(spinups)
-    assert main(["live", "--local", "--workload", str(path), "--config", str(spinups), "--from-first-arrival", "--data", str(tpcds.root)]) == 2
-    assert "scheduled spinups are at times of the day" in capsys.readouterr().err
 
 
 def test_sigterm_stops_autoslo_live_cleanly_and_deletes_its_workgroups(tpcds: LocalData, tmp_path: Path) -> None:

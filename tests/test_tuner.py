@@ -227,6 +227,29 @@ def test_emulate_runs_a_configuration_with_its_schedule() -> None:
     assert s.summary()["clusters"] == 2
 
 
+def test_a_control_plane_started_into_the_day_runs_the_rest_of_the_plan() -> None:
+    import time
+
+    cfg = T.ExecutionConfig({"initial_clusters": [8], "scheduled_spinups": [{"at_s": 0, "size": 16}, {"at_s": 3600, "size": 32}, {"at_s": 30000, "size": 16}], "autoscaler": None})
+    assert cfg.from_time(0) == cfg
+    later = cfg.from_time(3600)
+    assert later.initial_clusters == [8, 16] and later.scheduled_spinups == [(0.0, 32), (26400.0, 16)]
+    assert cfg.from_time(30001).initial_clusters == [8, 16, 32, 16] and cfg.from_time(30001).scheduled_spinups == []
+    with pytest.raises(ValueError, match="a time of the day in seconds ≥ 0"):
+        cfg.from_time(float("nan"))
+    # Restarted at 02:00: the 00:00 and 01:00 clusters are up at once; the last comes at 08:20.
+    cp = autoslo.control_plane(config=cfg, start_s=7200, time_scale=1e5, tick_s=100.0)
+    assert sorted(c[1] for c in cp.clusters()) == [8, 16, 32]
+    deadline = time.monotonic() + 10
+    while len(cp.clusters()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ups = [e for e in cp.events() if e["event"] == "spinup"]
+    assert [(e["size"], e["reason"]) for e in ups] == [(16, "scheduled")]
+    assert 22800 <= ups[0]["time"] < 22800 + 5000
+    with pytest.raises(ValueError, match="give it with config="):
+        autoslo.control_plane([16], start_s=60)
+
+
 @pytest.mark.parametrize(("field", "value"), [("eta", -1), ("forecasts", 2.5), ("seed", -3), ("top_k", True), ("delinquent_k", -2)])
 def test_tuner_settings_name_a_bad_count(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=f"tuner setting `{field}` must be a whole number ≥ 0"):

@@ -131,6 +131,7 @@ def control_plane(
     time_scale: float = 1.0,
     tick_s: float = 10.0,
     seed: int = 0,
+    start_s: float = 0.0,
 ) -> _core.ControlPlane:
     """A live :class:`autoslo.ControlPlane` over ready clusters of ``clusters`` RPU: route queries
     with ``cp.route(query_id, template, instance, slo)`` as they arrive and report
@@ -138,12 +139,18 @@ def control_plane(
     background (``cp.events()``). ``predictor`` defaults to the bundled Iconq+ when the router or
     the autoscaler needs it. ``time_scale`` > 1 runs the clock faster (demos and tests).
     ``config`` (an execution configuration or its YAML file, as ``autoslo tune`` writes) sets the
-    clusters, the routing, the autoscaler and the scheduled spinups instead (their times count
-    from the control plane's start)."""
+    clusters, the routing, the autoscaler and the scheduled spinups instead. Its times are times
+    of the day; ``start_s`` says how far into the day the control plane starts (a service started,
+    or restarted, at 10:00 passes 36000; default 0, the day's start): the clusters scheduled by
+    then start with it, the later ones come at their time (``ExecutionConfig.from_time``). The
+    control plane's own clock, in ``cp.now()`` and ``cp.events()``, counts from its start."""
+    if config is None and start_s:
+        raise ValueError("start_s places an execution configuration's schedule in the day: give it with config=")
     if config is not None:
         if clusters is not None:
             raise ValueError("an execution configuration sets the clusters: give config= without clusters")
         cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
+        cfg = cfg.from_time(start_s) if start_s else cfg
         return _core.ControlPlane(
             cfg.initial_clusters, predictor=predictor_for(True, predictor), routing=cfg.routing, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed, config=cfg.to_json()
         )

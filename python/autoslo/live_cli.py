@@ -60,8 +60,6 @@ def cmd_live(args: argparse.Namespace) -> int:
     first = float(wl["arrival"][0].as_py()) if wl.num_rows else 0.0
     shift = 0.0
     if args.from_first_arrival:
-        if args.config and ExecutionConfig.load(args.config).scheduled_spinups:
-            raise ValueError("--from-first-arrival moves the arrivals, and the configuration's scheduled spinups are at times of the day: replay from second 0 with this configuration")
         shift = first
         wl = wl.set_column(wl.schema.get_field_index("arrival"), "arrival", pc.subtract(wl["arrival"], shift))
     elif first / args.time_scale > 60:
@@ -102,7 +100,7 @@ def cmd_live(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if args.config:
-            result = live(wl, config=args.config, **kwargs)
+            result = live(wl, config=ExecutionConfig.load(args.config).from_time(shift), **kwargs)
         else:
             result = live(wl, args.clusters or [16, 16], routing=args.routing or "autoslo", autoscaler=args.autoscaler, **kwargs)
     finally:
@@ -166,7 +164,7 @@ def register(sub: Any) -> None:
         "--from-first-arrival",
         dest="from_first_arrival",
         action="store_true",
-        help="start the replay at the first query instead of second 0 (a log from 09:00 would otherwise idle until then); times in the trace count from it; not with a configuration's scheduled spinups",
+        help="start the replay at the first query instead of second 0 (a log from 09:00 would otherwise idle until then); times in the trace count from it, and a configuration's spinups scheduled by then start with the run",
     )
     p.add_argument("--time-scale", dest="time_scale", type=argtypes.positive, default=1.0, help="workload seconds per real second (default 1)")
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="per-query timeout in workload seconds (default 3600; 0 = none)")

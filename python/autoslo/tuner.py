@@ -107,6 +107,19 @@ class ExecutionConfig:
         """A copy of the configuration as plain dicts and lists (the YAML file's content)."""
         return json.loads(json.dumps(self._data))
 
+    def from_time(self, start_s: float) -> ExecutionConfig:
+        """The plan as a control plane starting ``start_s`` seconds into the day runs it (one
+        started, or restarted, at 10:00 gives 36000): the clusters scheduled to spin up before
+        then are initial clusters, and the other spinups come ``start_s`` earlier on its clock,
+        which counts from its start. ``from_time(0)`` is the plan itself."""
+        if isinstance(start_s, bool) or not isinstance(start_s, (int, float)) or not (np.isfinite(start_s) and start_s >= 0):
+            raise ValueError(f"the start is a time of the day in seconds ≥ 0, got {start_s!r}")
+        data = self.as_dict()
+        due = [s for s in data["scheduled_spinups"] if s["at_s"] < start_s]
+        data["initial_clusters"] = [*data["initial_clusters"], *(s["size"] for s in due)]
+        data["scheduled_spinups"] = [{**s, "at_s": s["at_s"] - start_s} for s in data["scheduled_spinups"] if s["at_s"] >= start_s]
+        return ExecutionConfig(data)
+
     @property
     def initial_clusters(self) -> list[int]:
         """Sizes (RPU) of the clusters the day starts with."""
