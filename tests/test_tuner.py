@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -99,6 +101,32 @@ def test_reservoir_reads_timestamps_and_csv_and_names_bad_rows(tmp_path: Path) -
     assert sorted(a["offset_s"].to_pylist()) == [0.0, 0.0, 1800.5, 3599.0]
     with pytest.raises(autoslo.AutoSloCoreError, match=r"row 1, column `arrival`: 'May 3rd' is not an ISO 8601 time"):
         r3.append(pa.table({"arrival": ["2024-05-03T09:00:00", "May 3rd"], "template": [1, 1], "instance": [1, 1]}))
+
+
+def test_appends_from_two_writers_lose_nothing(history: pa.Table, tmp_path: Path) -> None:
+    import threading
+
+    r = T.Reservoir(tmp_path / "r")
+    day0 = history.filter(pc.less(history["arrival"], 86_400.0))
+    half = day0.num_rows // 2
+    r.append(day0.slice(0, half), start_date=START)
+    # While another writer holds the reservoir, an append waits for it instead of reading the day
+    # before the other one has written it.
+    done = threading.Event()
+    with r._writer():
+        t = threading.Thread(target=lambda: (T.Reservoir(r.path).append(day0.slice(half), start_date=START), done.set()))
+        t.start()
+        assert not done.wait(0.3)
+    t.join(30)
+    assert done.is_set() and r.queries([START]) == day0.num_rows
+    # Writers in other processes too: eight appends of disjoint parts at once, every row kept.
+    other = T.Reservoir(tmp_path / "r2")
+    parts = [day0.slice(k * (day0.num_rows // 8), day0.num_rows // 8) for k in range(8)]
+    for k, p in enumerate(parts):
+        pq.write_table(p, tmp_path / f"part{k}.parquet")
+    procs = [subprocess.Popen([sys.executable, "-m", "autoslo", "reservoir", "add", "--reservoir", str(other.path), "--log", str(tmp_path / f"part{k}.parquet"), "--start-date", START.isoformat()]) for k in range(8)]
+    assert [p.wait(120) for p in procs] == [0] * 8
+    assert other.queries([START]) == sum(p.num_rows for p in parts)
 
 
 def test_a_crash_mid_append_loses_nothing_already_stored(reservoir: T.Reservoir, history: pa.Table, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ Dates are calendar days; inside the tables they are stored as days since 1970-01
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -318,6 +319,23 @@ class Reservoir:
         rows = pa.table({"date": date, "hour": hour, "template": template, "instance": instance, "tenant": tenant, "class": klass})
         days = np.unique(date)
         prints = {int(d): _fingerprint(seconds, template, instance, tenant, klass, date == d) for d in days}
+        # One writer at a time: two appends that read a day before either wrote it would each write
+        # the old rows plus their own, and the first one's rows would be lost.
+        with self._writer():
+            return self._write(rows, date, hour, offset, days, prints, replace)
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """Hold the reservoir's writer lock (an exclusive ``flock`` of ``.lock``, released if the
+        process dies)."""
+        with open(self.path / ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _write(self, rows: pa.Table, date: np.ndarray, hour: np.ndarray, offset: np.ndarray, days: np.ndarray, prints: dict[int, str], replace: bool) -> list[dt.date]:
         if not replace:
             again = [day_of(d).isoformat() for d, fp in prints.items() if fp in self._fingerprints(d)]
             if again:
