@@ -38,6 +38,23 @@ def demo_settings() -> TunerSettings:
     return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": list(_core.DEFAULT_T_IDLE_S)})
 
 
+def _verdict(rows: list[dict[str, Any]], tau: float, n_autoslo: int) -> str:
+    """Which runs met τ, cheapest first, and the tuned configuration against the cheapest of
+    today's policies (the rows after the first ``n_autoslo``) that met it."""
+    meets = sorted((r for r in rows if r["violation_rate"] <= tau), key=lambda r: r["cost"])
+    lines = [f"meet τ = {tau:g}, cheapest first: " + ("; ".join(f"{r['method']} ${r['cost']:.2f}" for r in meets) or "none")]
+    tuned = rows[0]
+    today = [r for r in meets if r in rows[n_autoslo:]]
+    if tuned["violation_rate"] > tau:
+        lines.append(f"{tuned['method']} misses τ ({tuned['violation_rate']:.1%})")
+    elif today:
+        change = tuned["cost"] / today[0]["cost"] - 1
+        lines.append(f"{tuned['method']}: {abs(change):.1%} {'less' if change < 0 else 'more'} than the cheapest of today's policies that meets τ ({today[0]['method']})")
+    else:
+        lines.append(f"{tuned['method']} meets τ, and none of today's policies does")
+    return "\n".join(lines)
+
+
 def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0, as_json: bool = False, plot: str | Path | None = "autoslo-demo.png") -> int:
     """Plan and emulate the day, print the comparison, save the figure. Returns an exit code."""
     exp = TunerExperiment(seed=seed, queries_per_day=queries_per_day, target_days=(DEMO_DAY,), kappas=(kappa,), history=(DEMO_DAY,), settings=demo_settings())
@@ -74,6 +91,7 @@ def run_demo(queries_per_day: float = 20_000, seed: int = 1, kappa: float = 4.0,
     print(f"{day.isoformat()} ({day.strftime('%A')}): {actual.num_rows} queries, 4 tenants, SLO = {kappa:g} x baseline, target violation rate τ = {exp.tau}")
     print(f"Planned from {report['history_days']} days of history: {config}\n")
     print(fmt_table(rows, ["method", "violation_rate", "cost", "clusters", "spinups"]))
+    print("\n" + _verdict(rows, exp.tau, n_autoslo=3))
     groups: list[dict[str, Any]] = [{"method": r["method"], **g} for r in rows for g in r["per_tenant_class"]]
     worst = sorted(groups, key=lambda g: -g["violation_rate"])[:5]
     print("\nWorst tenant x class populations (attributed cost sums to the billed cost):")
