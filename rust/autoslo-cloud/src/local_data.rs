@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 
 use crate::error::{CloudError, Result};
-use crate::pg::{free_port, PgBinaries};
+use crate::pg::PgBinaries;
 
 /// How one query text fared on the prepared database.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +36,7 @@ pub fn prepare_template(dest: &Path, ddl: &str, tables: &[(String, std::path::Pa
     let data = work.join("pgdata");
     let result = (|| {
         bin.init(&data, None)?;
-        let server = bin.start(&data, free_port()?, 64)?;
+        let server = bin.start_on_free_port(&data, 64)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(CloudError::io("cannot start a runtime"))?;
         let checks = rt.block_on(async {
             let (client, conn) = tokio_postgres::connect(&server.dsn(), NoTls).await.map_err(|e| CloudError::Postgres(format!("cannot connect to the template server: {e}")))?;

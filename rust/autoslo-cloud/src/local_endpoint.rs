@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use crate::error::{CloudError, Result};
-use crate::pg::{free_port, PgBinaries, PgServer};
+use crate::pg::{PgBinaries, PgServer};
 
 /// How the endpoint behaves.
 #[derive(Debug, Clone)]
@@ -426,7 +426,7 @@ async fn bring_up(st: Arc<State>, name: String, size: u32, generation: u64) {
             let (bin, dir, template) = (bin.clone(), st.root.join(format!("{name}-{generation}")), st.opts.template.clone());
             tokio::task::spawn_blocking(move || -> Result<PgServer> {
                 bin.init(&dir, template.as_deref())?;
-                bin.start(&dir, free_port()?, size)
+                bin.start_on_free_port(&dir, size)
             })
             .await
             .map_err(|e| CloudError::Postgres(format!("server start task failed: {e}")))

@@ -127,8 +127,33 @@ impl PgBinaries {
         let d = data.to_string_lossy();
         let log = data.join("server.log");
         let opts = format!("-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{d}'");
-        self.run("pg_ctl", &["-D", &d, "-l", &log.to_string_lossy(), "-o", &opts, "-w", "-t", "60", "start"], "pg_ctl start")?;
+        let started = self.run("pg_ctl", &["-D", &d, "-l", &log.to_string_lossy(), "-o", &opts, "-w", "-t", "60", "start"], "pg_ctl start");
+        if let Err(CloudError::Postgres(why)) = started {
+            // The server's own reason is in its log, which goes with the directory: say it here.
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+            return Err(CloudError::Postgres(format!("{why} (port {port}; server log: {})", tail.join(" | "))));
+        }
+        started?;
         Ok(PgServer { data: data.to_path_buf(), port, bin: self.clone() })
+    }
+
+    /// Start a server as [`PgBinaries::start`] does, on a free loopback port. A port found free
+    /// can be taken before the server binds it (another server, a relay, a client connection's
+    /// ephemeral port), so a failed start is tried again on a fresh port, three times in all.
+    pub fn start_on_free_port(&self, data: &Path, size: u32) -> Result<PgServer> {
+        self.start_on_one_of(data, size, free_port)
+    }
+
+    fn start_on_one_of(&self, data: &Path, size: u32, mut port: impl FnMut() -> Result<u16>) -> Result<PgServer> {
+        let mut failed = None;
+        for _ in 0..3 {
+            match self.start(data, port()?, size) {
+                Ok(server) => return Ok(server),
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.unwrap_or_else(|| CloudError::Postgres("pg_ctl start was not tried".into())))
     }
 }
 
@@ -200,5 +225,32 @@ impl PgServer {
     /// The libpq connection string of this server.
     pub fn dsn(&self) -> String {
         format!("host=127.0.0.1 port={} user={LOCAL_USER} dbname={LOCAL_DB}", self.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_whose_port_was_taken_starts_on_a_fresh_one() {
+        let bin = PgBinaries::find().expect("PostgreSQL binaries (make postgres)");
+        let data = std::env::temp_dir().join(format!("autoslo-pg-retry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        bin.init(&data, None).unwrap();
+        // The first port offered is taken by the time the server binds it.
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut offered = vec![free_port().unwrap(), taken.local_addr().unwrap().port()];
+        let server = bin.start_on_one_of(&data, 8, || Ok(offered.pop().expect("two ports"))).unwrap();
+        assert!(offered.is_empty(), "the taken port was tried first");
+        assert_ne!(server.port, taken.local_addr().unwrap().port());
+        assert!(std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok());
+        server.stop(true).unwrap();
+        // Alone, the taken port fails, and the error carries the server's own reason.
+        match bin.start(&data, taken.local_addr().unwrap().port(), 8) {
+            Err(CloudError::Postgres(why)) => assert!(why.contains("pg_ctl start failed") && why.contains("could not create any TCP/IP sockets"), "{why}"),
+            other => panic!("expected a failed start, got {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&data);
     }
 }
