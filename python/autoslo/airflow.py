@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import yaml
 
 from autoslo.fidelity import TRACE_COLUMNS, simulator_fidelity
@@ -80,8 +79,6 @@ def ingest(reservoir: str | os.PathLike[str], log: str | os.PathLike[str], day: 
     path = Path(str(log).replace("{ds}", d.isoformat()))
     table = read_log(path)
     r = Reservoir(reservoir, max_arrivals_per_hour=max_arrivals_per_hour)
-    if start_date is None and "arrival" in table.column_names and (pa.types.is_integer(table["arrival"].type) or pa.types.is_floating(table["arrival"].type)):
-        start_date = d  # seconds from midnight of the day; timestamps need no start date
     written = r.append(table, start_date=start_date, replace=True, day=d)
     if not written:
         raise ValueError(f"{path} holds no query of {d}: nothing to ingest (is the log for another day, or its arrivals in another unit?)")

@@ -150,7 +150,7 @@ def control_plane(
         if clusters is not None:
             raise ValueError("an execution configuration sets the clusters: give config= without clusters")
         cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
-        cfg = cfg.from_time(start_s) if start_s else cfg
+        cfg = cfg.from_time(start_s)
         return _core.ControlPlane(
             cfg.initial_clusters, predictor=predictor_for(True, predictor), routing=cfg.routing, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed, config=cfg.to_json()
         )

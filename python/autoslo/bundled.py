@@ -45,3 +45,14 @@ def predictor_for(needed: bool, predictor: Predictor | None) -> Predictor | None
     if predictor is None and needed:
         return load()
     return predictor
+
+
+def model_option(path: str | None, routing: str | None, scales: bool) -> Predictor | None:
+    """The predictor of a command's ``--model`` option: ``None`` without one, else the model at
+    ``path``, refused when nothing in the run predicts latency (``routing`` not among
+    ``NEEDS_PREDICTOR`` and no autoscaler, configuration or admission: ``scales`` is False)."""
+    if path is None:
+        return None
+    if not scales and (routing or "autoslo") not in NEEDS_PREDICTOR:
+        raise ValueError(f"--model: {routing} routing over fixed clusters predicts no latency (the model serves AutoSLO routing, the autoscaler and admission)")
+    return load(path)

@@ -14,7 +14,7 @@ import pyarrow as pa
 from autoslo import _core, argtypes
 from autoslo.autoscaler import SELECTOR_POLICIES, SNOWFLAKE_POLICIES, TRIGGERED_POLICIES, AutoscalerConfig
 from autoslo.emulation import calibrate, emulate
-from autoslo.bundled import NEEDS_PREDICTOR, load
+from autoslo.bundled import load, model_option
 from autoslo.demo import run_demo
 from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
@@ -93,11 +93,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         check_output(out)
     wl = _workload(args)
     admission = DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None
-    predictor = None
-    if args.model:
-        if not (args.config or args.autoscaler or admission or (args.routing or "autoslo") in NEEDS_PREDICTOR):
-            raise ValueError(f"--model: {args.routing} routing over fixed clusters predicts no latency (the model serves AutoSLO routing, the autoscaler and admission)")
-        predictor = load(args.model)
+    predictor = model_option(args.model, args.routing, scales=bool(args.config or args.autoscaler or admission))
     if args.config:
         overlap = [_option(d) for d in ("clusters", "routing", "autoscaler", *_SCALING_OPTIONS) if getattr(args, d) is not None]
         if overlap:

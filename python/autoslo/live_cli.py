@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from autoslo import _core, argtypes
-from autoslo.bundled import NEEDS_PREDICTOR, load
+from autoslo.bundled import model_option
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable
 from autoslo.tables import fmt_table
 from autoslo.tuner import ExecutionConfig
@@ -52,8 +52,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
         if overlap:
             raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
-    if args.model and not (args.config or args.autoscaler or (args.routing or "autoslo") in NEEDS_PREDICTOR):
-        raise ValueError(f"--model: {args.routing} routing over fixed clusters predicts no latency (the model serves AutoSLO routing and the autoscaler)")
+    predictor = model_option(args.model, args.routing, scales=bool(args.config or args.autoscaler))
     for out in (args.trace, args.events_out, args.decisions_out):
         check_output(out)
     wl = read_workload(args.workload, kappa=args.kappa)
@@ -82,7 +81,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         ep = LocalEndpoint(time_factor=args.time_factor, template=str(data.template))
         endpoint = ep.url
     kwargs: dict[str, Any] = dict(
-        predictor=load(args.model) if args.model else None,
+        predictor=predictor,
         sql=sql,
         endpoint=endpoint,
         time_scale=args.time_scale,

@@ -38,8 +38,7 @@ from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
 from autoslo.traces import trace_classes
-from autoslo.workloads import epoch_seconds
-from autoslo.workloads import slo_out_of_reach, validate_workload
+from autoslo.workloads import epoch_seconds, slo_out_of_reach, validate_workload
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
@@ -192,9 +191,9 @@ def _bad(row: int, column: str, problem: str) -> _core.AutoSloCoreError:
     return _core.AutoSloCoreError(f"query log row {row}, column `{column}`: {problem}")
 
 
-def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
+def _log_columns(log: pa.Table, start_date: dt.date | str | None, day: dt.date | str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
     """(arrival as seconds since 1970-01-01, template, instance, …) of a query log, checked row
-    by row."""
+    by row. Arrivals in seconds count from midnight of ``start_date``, else of ``day``."""
     for c in ("arrival", "template", "instance"):
         if c not in log.column_names:
             raise _core.AutoSloCoreError(f"query log: missing column `{c}` (a query log has arrival, template, instance, and optionally tenant and class)")
@@ -212,6 +211,7 @@ def _log_columns(log: pa.Table, start_date: dt.date | str | None) -> tuple[np.nd
     else:
         if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
             raise _bad(0, "arrival", f"type {arr.type} is neither a timestamp nor seconds")
+        start_date = start_date if start_date is not None else day
         if start_date is None:
             raise _core.AutoSloCoreError("query log: `arrival` is in seconds; give the calendar date of second 0 as the start date (start_date= or --start-date)")
         seconds = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False) + day_number(start_date) * DAY_S
@@ -295,7 +295,7 @@ class Reservoir:
 
     def append(self, log: pa.Table, start_date: dt.date | str | None = None, replace: bool = False, day: dt.date | str | None = None) -> list[dt.date]:
         """Add a query log: columns ``arrival`` (timestamps or ISO 8601 text, read as UTC: days and hours are UTC; or
-        seconds from midnight of ``start_date``),
+        seconds from midnight of ``start_date``, by default of ``day``),
         ``template``, ``instance``, optional ``tenant`` and ``class``. A malformed row raises
         :class:`autoslo.AutoSloCoreError` naming the row and the column. With ``replace=True`` the
         days in ``log`` replace what is stored for them (re-ingesting a day is idempotent);
@@ -303,7 +303,7 @@ class Reservoir:
         row order) raise :class:`ValueError` before anything is written: counts would double. With
         ``day``, only that calendar day's rows are stored (a daily ingest; rows of other days are
         left out). Returns the days written."""
-        seconds, template, instance, tenant, klass = _log_columns(log, start_date)
+        seconds, template, instance, tenant, klass = _log_columns(log, start_date, day)
         if log.num_rows == 0:
             return []
         date = np.floor(seconds / DAY_S).astype(np.int64)

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 import yaml
 
 from autoslo import argtypes
@@ -19,17 +17,14 @@ from autoslo.fidelity import simulator_fidelity
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
 from autoslo.tuner import Reservoir, TunerSettings, class_latency_scale, tune
-from autoslo.workloads import check_output
+from autoslo.workloads import check_output, read_table
 
 
 def read_log(path: str | Path) -> pa.Table:
-    """A query log from Parquet or CSV (by extension)."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"no query log at {p}")
-    if p.suffix.lower() == ".csv":
-        return pcsv.read_csv(p)
-    return pq.read_table(p)
+    """A query log from Parquet or CSV (by extension, :func:`autoslo.workloads.read_table`)."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no query log at {path}")
+    return read_table(path)
 
 
 def cmd_reservoir_add(args: argparse.Namespace) -> int:
@@ -76,10 +71,10 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
 
 
 def _read_trace(path: str | Path) -> pa.Table:
-    """A trace (``autoslo emulate --trace``, or a live run's) from Parquet."""
+    """A trace (``autoslo emulate --trace``, or a live run's)."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"no trace at {path}")
-    return pq.read_table(path)
+    return read_table(path)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

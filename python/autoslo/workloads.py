@@ -94,12 +94,14 @@ def check_output(path: str | PathLike[str] | None) -> None:
 
 
 def read_table(path: str | PathLike[str]) -> pa.Table:
-    """Read a Parquet table (a workload or a trace)."""
+    """Read a table (a workload, a query log or a trace): CSV when the name ends ``.csv`` or
+    ``.csv.gz``, Parquet otherwise."""
+    csv = str(path).lower().endswith((".csv", ".csv.gz"))
     if "://" not in str(path):  # a local path; URIs (s3://…) go to pyarrow's filesystems as given
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"no Parquet file at {p}" + (" (it is a directory)" if p.is_dir() else ""))
-    return pq.read_table(path)
+            raise FileNotFoundError(f"no {'CSV' if csv else 'Parquet'} file at {p}" + (" (it is a directory)" if p.is_dir() else ""))
+    return pcsv.read_csv(path) if csv else pq.read_table(path)
 
 
 def read_workload(path: str | PathLike[str], kappa: float | None = None) -> pa.Table:
@@ -110,20 +112,13 @@ def read_workload(path: str | PathLike[str], kappa: float | None = None) -> pa.T
     offset read as UTC), which become seconds from midnight UTC of the first arrival's day, so the
     hours of the day keep their place. Rows are put in arrival order (a stable sort): a log need
     not be sorted."""
-    p = str(path)
-    if p.lower().endswith((".csv", ".csv.gz")):
-        if "://" not in p and not Path(p).is_file():
-            raise FileNotFoundError(f"no CSV file at {p}")
-        table = pcsv.read_csv(p)
-    else:
-        table = read_table(path)
+    table = read_table(path)
     if "arrival" in table.column_names:
         epoch = epoch_seconds(table["arrival"], "workload")
         if epoch is not None and epoch.size:
             origin = np.floor(np.min(epoch) / 86_400.0) * 86_400.0
             table = table.set_column(table.schema.get_field_index("arrival"), "arrival", pa.array(epoch - origin, pa.float64()))
-        if table.num_rows and table["arrival"].null_count == 0:
-            table = table.take(pc.sort_indices(table, [("arrival", "ascending")]))
+        table = table.take(pc.sort_indices(table, [("arrival", "ascending")]))
     return validate_workload(table, kappa=kappa)
 
 

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from autoslo.emulation import emulate
-from autoslo.workloads import base_workload, phased_workload, redbench_workload, window
+from autoslo.workloads import base_workload, phased_workload, read_table, redbench_workload, window
 
 RATES = (0.05, 0.1, 0.2, 0.5, 1.0)
 PHASED = ((40, 0.2), (40, 0.5), (15, 0.2), (15, 0.5))
@@ -171,7 +171,6 @@ def test_split(config: DataConfig = DataConfig(), progress: bool = False) -> pa.
     return pa.concat_tables(tables)
 
 
-
 #: The trace columns the predictor learns from (the emulator's and live mode's trace format).
 LEARNED_COLUMNS = ("query_id", "template", "instance", "cluster_id", "cluster_size", "arrival", "end", "censored")
 #: Outcomes of queries that ran on a cluster: a timed-out one is kept, censored at its timeout.
@@ -202,17 +201,19 @@ def from_traces(traces: Sequence[pa.Table | str | Path], out: str | Path | None 
     by_split: dict[str, list[pa.Table]] = {"train": [], "val": [], "test": []}
     files, sources = [], []
     for i, tr in enumerate(traces):
-        name = Path(tr).stem if isinstance(tr, (str, Path)) else f"trace{i}"
-        t = pq.read_table(tr) if isinstance(tr, (str, Path)) else tr
+        if isinstance(tr, pa.Table):
+            t, source, name = tr, f"trace {i}", f"trace{i}"
+        else:
+            t, source, name = read_table(tr), str(tr), Path(tr).stem
         missing = [c for c in LEARNED_COLUMNS if c not in t.column_names]
         if missing:
-            raise ValueError(f"{tr if isinstance(tr, (str, Path)) else f'trace {i}'} lacks {', '.join(missing)}: give traces written by `autoslo emulate --trace` or `autoslo live --trace`")
+            raise ValueError(f"{source} lacks {', '.join(missing)}: give traces written by `autoslo emulate --trace` or `autoslo live --trace`")
         if "outcome" in t.column_names:
             t = t.filter(pc.is_in(t["outcome"], pa.array(RAN)))
         t = t.take(pc.sort_indices(t, [("arrival", "ascending")]))
         n = t.num_rows
         cuts = (0, round(n * a), round(n * (a + b)), n)
-        sources.append({"trace": str(tr) if isinstance(tr, (str, Path)) else name, "queries": n})
+        sources.append({"trace": source, "queries": n})
         for k, split in enumerate(("train", "val", "test")):
             part = t.slice(cuts[k], cuts[k + 1] - cuts[k])
             if part.num_rows < 10:

@@ -127,14 +127,15 @@ impl PgBinaries {
         let d = data.to_string_lossy();
         let log = data.join("server.log");
         let opts = format!("-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{d}'");
-        let started = self.run("pg_ctl", &["-D", &d, "-l", &log.to_string_lossy(), "-o", &opts, "-w", "-t", "60", "start"], "pg_ctl start");
-        if let Err(CloudError::Postgres(why)) = started {
+        self.run("pg_ctl", &["-D", &d, "-l", &log.to_string_lossy(), "-o", &opts, "-w", "-t", "60", "start"], "pg_ctl start").map_err(|e| match e {
             // The server's own reason is in its log, which goes with the directory: say it here.
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
-            return Err(CloudError::Postgres(format!("{why} (port {port}; server log: {})", tail.join(" | "))));
-        }
-        started?;
+            CloudError::Postgres(why) => {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                CloudError::Postgres(format!("{why} (port {port}; server log: {})", lines[lines.len().saturating_sub(5)..].join(" | ")))
+            }
+            other => other,
+        })?;
         Ok(PgServer { data: data.to_path_buf(), port, bin: self.clone() })
     }
 
