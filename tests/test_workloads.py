@@ -59,7 +59,7 @@ def _table(**cols: list) -> pa.Table:
         ({"arrival": [0.0, 5.0, 2.0]}, "not sorted"),
         ({"template": [1, 2, 120]}, "unknown query template 120"),
         ({"instance": [1, 0, 1]}, "instance of row 1"),
-        ({"slo": [1.0, None, 1.0]}, "null"),
+        ({"slo": [1.0, None, 1.0]}, "row 1 has no value"),
         ({"query_id": [1, 1, 2], "slo": [1.0, 1.0, 1.0]}, "duplicate query id 1"),
     ],
 )
@@ -111,6 +111,30 @@ def test_a_query_log_in_csv_with_timestamps_reads_as_the_workload_it_logs(tmp_pa
         autoslo.read_workload(tmp_path / "bad.csv", kappa=2.0)
     with pytest.raises(FileNotFoundError, match="no CSV file at"):
         autoslo.read_workload(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize(
+    ("cols", "message"),
+    [
+        ({"slo": [1.0, -2.0, 3.0]}, r"SLO of row 1 must be a positive number"),
+        ({"template": [1, 300, 3]}, r"unknown query template 300 in row 1 "),
+        ({"instance": [1, 1, 70_000]}, r"instance of row 2 must be a query instance from 1 to 65535"),
+        ({"arrival": [100.0, None, 1.0]}, r"column `arrival`: row 1 has no value \(1 of 3 rows"),
+        ({"arrival": ["2024-04-01T10:00:00", None, "2024-04-01T09:00:00"]}, r"column `arrival`: row 1 has no value"),
+    ],
+)
+def test_a_logs_bad_row_is_named_as_the_file_has_it(tmp_path, cols: dict, message: str) -> None:
+    """read_workload sorts a log by arrival; its errors still name the file's row, not the sorted one."""
+    import pyarrow.csv as pcsv
+
+    base = {"arrival": [5.0, 100.0, 1.0], "template": [1, 2, 3], "instance": [1, 1, 1], "slo": [1.0, 2.0, 3.0]}  # sorted: rows 2, 0, 1
+    base.update(cols)
+    pcsv.write_csv(pa.table(base), tmp_path / "log.csv")
+    with pytest.raises(autoslo.AutoSloCoreError, match=message):
+        autoslo.read_workload(tmp_path / "log.csv")
+    pcsv.write_csv(pa.table(base).slice(0, 0), tmp_path / "empty.csv")
+    with pytest.raises(autoslo.AutoSloCoreError, match="no queries"):
+        autoslo.read_workload(tmp_path / "empty.csv")
 
 
 def test_catalog_and_scaling_law() -> None:

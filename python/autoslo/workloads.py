@@ -8,6 +8,8 @@ A workload is a ``pyarrow.Table`` with columns ``query_id`` (int), ``arrival`` (
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 from os import PathLike
@@ -111,15 +113,25 @@ def read_workload(path: str | PathLike[str], kappa: float | None = None) -> pa.T
     ``arrival`` is seconds from the start, or timestamps (ISO 8601 text in CSV; without ``Z`` or an
     offset read as UTC), which become seconds from midnight UTC of the first arrival's day, so the
     hours of the day keep their place. Rows are put in arrival order (a stable sort): a log need
-    not be sorted."""
+    not be sorted. An error names rows as the file has them, counting data rows from 0; a file
+    without rows is an error."""
     table = read_table(path)
-    if "arrival" in table.column_names:
-        epoch = epoch_seconds(table["arrival"], "workload")
-        if epoch is not None and epoch.size:
-            origin = np.floor(np.min(epoch) / 86_400.0) * 86_400.0
-            table = table.set_column(table.schema.get_field_index("arrival"), "arrival", pa.array(epoch - origin, pa.float64()))
-        table = table.take(pc.sort_indices(table, [("arrival", "ascending")]))
-    return validate_workload(table, kappa=kappa)
+    if table.num_rows == 0:
+        raise _core.AutoSloCoreError(f"{path}: no queries (the file has no rows)")
+    if "arrival" not in table.column_names:
+        return validate_workload(table, kappa=kappa)
+    epoch = epoch_seconds(table["arrival"], "workload")
+    if epoch is not None and np.isfinite(epoch).any():
+        origin = np.floor(np.nanmin(epoch) / 86_400.0) * 86_400.0
+        mask = pc.is_null(table["arrival"])
+        table = table.set_column(table.schema.get_field_index("arrival"), "arrival", pa.array(epoch - origin, pa.float64(), mask=mask.to_numpy(zero_copy_only=False)))
+    order = pc.sort_indices(table, [("arrival", "ascending")])
+    try:
+        return validate_workload(table.take(order), kappa=kappa)
+    except _core.AutoSloCoreError as e:
+        # The core numbers rows after the sort; say them as the file has them.
+        rows = order.to_numpy()
+        raise _core.AutoSloCoreError(re.sub(r"\brow (\d+)", lambda m: f"row {rows[int(m.group(1))]}" if int(m.group(1)) < rows.size else m.group(0), str(e))) from None
 
 
 def epoch_seconds(col: pa.ChunkedArray | pa.Array, what: str) -> np.ndarray | None:

@@ -17,6 +17,9 @@ pub enum AutoSloError {
     /// A query names a TPC-DS template the catalog does not know.
     #[error("unknown query template {template} (the TPC-DS catalog has templates 1-99)")]
     UnknownTemplate { template: i64 },
+    /// A workload's row names a TPC-DS template the catalog does not know.
+    #[error("unknown query template {template} in row {row} (the TPC-DS catalog has templates 1-99)")]
+    UnknownTemplateAt { row: usize, template: i64 },
     /// Arrivals must be sorted where order matters.
     #[error("arrivals are not sorted: row {row} arrives at {arrival} s, before row {prev_row} at {prev_arrival} s")]
     UnsortedArrivals { row: usize, arrival: f64, prev_row: usize, prev_arrival: f64 },

@@ -58,7 +58,8 @@ pub(crate) fn column(batches: &[RecordBatch], schema: &Schema, name: &str, to: &
     let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
     let all = if refs.is_empty() { arrow_array::new_empty_array(to) } else { arrow_select::concat::concat(&refs).map_err(|e| bad(e.to_string()))? };
     if all.null_count() > 0 {
-        return Err(bad(format!("{} null values (every row needs a value)", all.null_count())));
+        let first = (0..all.len()).find(|&i| all.is_null(i)).unwrap_or(0);
+        return Err(bad(format!("row {first} has no value ({} of {} rows have none; every row needs one)", all.null_count(), all.len())));
     }
     Ok(Some(all))
 }

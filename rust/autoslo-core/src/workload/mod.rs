@@ -72,10 +72,10 @@ impl Workload {
                 return Err(AutoSloError::UnsortedArrivals { row, arrival: q.arrival, prev_row: row - 1, prev_arrival: queries[row - 1].arrival });
             }
             if !cat.knows_template(q.text.template) {
-                return Err(AutoSloError::UnknownTemplate { template: q.text.template as i64 });
+                return Err(AutoSloError::UnknownTemplateAt { row, template: q.text.template as i64 });
             }
             if q.text.instance == 0 {
-                return Err(AutoSloError::out_of_range(format!("instance of row {row}"), "≥ 1", 0));
+                return Err(AutoSloError::out_of_range(format!("instance of row {row}"), "a query instance from 1 to 65535", 0));
             }
             if !(q.slo.is_finite() && q.slo > 0.0) {
                 return Err(AutoSloError::out_of_range(format!("SLO of row {row}"), "a positive number of seconds", q.slo));
@@ -134,11 +134,11 @@ impl Workload {
             };
             let template = cols.template[row];
             if !(1..=catalog::NUM_TEMPLATES as i64).contains(&template) {
-                return Err(AutoSloError::UnknownTemplate { template });
+                return Err(AutoSloError::UnknownTemplateAt { row, template });
             }
             let instance = cols.instance[row];
             if !(1..=u16::MAX as i64).contains(&instance) {
-                return Err(AutoSloError::out_of_range(format!("instance of row {row}"), "≥ 1", instance));
+                return Err(AutoSloError::out_of_range(format!("instance of row {row}"), "a query instance from 1 to 65535", instance));
             }
             let template = template as u16;
             let slo = match (&cols.slo, slo_table) {
@@ -243,7 +243,7 @@ mod tests {
         assert!(Workload::from_columns(c, Some(&t)).unwrap_err().to_string().contains("arrival of row 0"));
         let mut c = cols();
         c.template[1] = 120;
-        assert!(matches!(Workload::from_columns(c, Some(&t)), Err(AutoSloError::UnknownTemplate { template: 120 })));
+        assert!(matches!(Workload::from_columns(c, Some(&t)), Err(AutoSloError::UnknownTemplateAt { row: 1, template: 120 })));
         let mut c = cols();
         c.query_id = Some(vec![5, 5, 6]);
         assert_eq!(Workload::from_columns(c, Some(&t)), Err(AutoSloError::DuplicateQueryId(5)));
