@@ -28,6 +28,11 @@ def test_result_object_and_trace_columns() -> None:
     assert pc.sum(per["cost"]).as_py() == pytest.approx(res.cost, rel=1e-9)
     same = autoslo.emulate(wl, [16, 16], seed=1)
     assert same.trace.equals(res.trace), "same seed, same trace"
+    # In a notebook the result shows its summary, not 297 rows of trace.
+    text = repr(res)
+    assert text.startswith("EmulationResult(queries=297, ") and f"cost=${res.cost:.2f}" in text and len(text) < 300
+    page = res._repr_html_()
+    assert page.count("<table>") == 2 and f"<td>{res.queries}</td>" in page
 
 
 def test_bigger_clusters_cost_more_and_violate_less() -> None:

@@ -34,7 +34,7 @@ from autoslo._core import (
 from autoslo._core import ControlPlane, Router
 from autoslo.autoscaler import AutoscalerConfig, control_plane
 from autoslo.emulation import EmulationResult, calibrate, emulate, simulate
-from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, tune
+from autoslo.tuner import ExecutionConfig, Forecasts, Reservoir, TuneResult, TunerSettings, forecast, tune
 from autoslo.workloads import (
     base_workload,
     phased_workload,
@@ -56,7 +56,10 @@ __all__ = [
     "ExecutionConfig",
     "Reservoir",
     "TunerSettings",
+    "TuneResult",
     "tune",
+    "Forecasts",
+    "forecast",
     "Router",
     "__version__",
     "base_workload",

@@ -20,7 +20,7 @@ from autoslo.tenancy import AdmissionQueue, Budgets, DeadlineAdmission, Reservat
 from autoslo.tuner import ExecutionConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class EmulationResult:
     """The outcome of one emulation.
 
@@ -102,6 +102,33 @@ class EmulationResult:
             "cost": self.cost,
             "clusters": self.clusters.num_rows,
         }
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return (
+            f"{type(self).__name__}(queries={s['queries']}, violation_rate={s['violation_rate']:.4f}, cost=${s['cost']:.2f}, "
+            f"clusters={s['clusters']}, timeouts={s['timeouts']}, rejected={s['rejected']}; tables: trace, clusters, events, decisions)"
+        )
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the summary, and violation rate and cost per tenant × class."""
+        import html
+
+        def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+            def cell(v: object) -> str:
+                return f"{v:.4f}" if isinstance(v, float) and abs(v) < 10 else f"{v:.2f}" if isinstance(v, float) else html.escape("-" if v is None else str(v))
+
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+            body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in cols) + "</tr>" for r in rows)
+            return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+        s = self.summary()
+        per = self.per_tenant_class().to_pylist() if self.queries else []
+        return (
+            f"<b>{type(self).__name__}</b>"
+            + table([s], list(s))
+            + (table(per, ["tenant", "class", "queries", "met", "late", "rejected", "violation_rate", "latency_p50", "latency_p95", "cost"]) if per else "")
+        )
 
     def per_tenant_class(self) -> pa.Table:
         """Per tenant × class: ``queries`` offered, ``admitted``, and by outcome ``met`` (the

@@ -143,7 +143,7 @@ def runnable(workload: pa.Table, sql: Mapping[int, str] | LocalData) -> pa.Table
     return workload.filter(keep)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LiveResult(EmulationResult):
     """A live run's outcome: the emulator's tables (the trace also has ``attempts``,
     ``client_s``, the measured seconds of the last attempt's SQL, and ``error``), the workgroup

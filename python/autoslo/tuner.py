@@ -449,6 +449,12 @@ class Forecasts:
     policy: str
     days_used: list[dt.date]
 
+    def __repr__(self) -> str:
+        sizes = [t.num_rows for t in self.training + self.validation]
+        mean = sum(sizes) / len(sizes) if sizes else 0.0
+        days = ", ".join(str(d) for d in self.days_used)
+        return f"Forecasts(policy={self.policy!r}, training={len(self.training)}, validation={len(self.validation)}, mean {mean:.0f} queries each, from [{days}])"
+
 
 def forecast(
     reservoir: Reservoir,
@@ -598,6 +604,15 @@ class TuneResult:
 
     config: ExecutionConfig
     report: dict[str, Any]
+
+    def __repr__(self) -> str:
+        r = self.report
+        if not r.get("tuned", True):
+            return f"TuneResult({self.config!r}, untuned: no history)"
+        return (
+            f"TuneResult({self.config!r}, validation_violation_rate={self.validation_violation_rate:.4f}, "
+            f"validation_cost=${self.validation_cost:.2f}, simulations={r.get('simulations')})"
+        )
 
     @property
     def validation_violation_rate(self) -> float:
