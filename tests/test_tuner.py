@@ -321,6 +321,33 @@ def test_tune_reports_the_historys_slos_out_of_reach(reservoir: T.Reservoir, his
         assert m["share"] == pytest.approx(sum(g) / len(g)) and m["share"] <= reach["share"]
 
 
+def test_tune_holds_the_forecasts_to_a_teams_slo_policy_and_the_plan_carries_it(reservoir: T.Reservoir, history: pa.Table, tmp_path: Path) -> None:
+    """With ``slo_policy`` in the settings every simulation judges the forecasts by its deadlines,
+    the configuration written carries it, and held-out validation (Airflow's) uses it too."""
+    from autoslo import airflow as cycle
+    from autoslo.tenancy import apply_slo_policy
+
+    day = START + dt.timedelta(days=8)
+    tight = {"deadlines": [{"tier": "*", "class": c, "deadline_s": 0.5} for c in ("dashboard", "adhoc", "report", "backfill")]}
+    base = T.TunerSettings(forecasts=3, eta=0, initial_clusters=[[8]], spinup_sizes=[16], space={"t_idle_s": [300.0]})
+    plain = T.tune(reservoir, day, settings=base, kappa=2)
+    held = T.tune(reservoir, day, settings=replace(base, slo_policy=tight), kappa=2)
+    assert plain.config.slo_policy is None and held.config.slo_policy == {"default_tier": "standard", "tiers": {}, "templates": [], **tight}
+    assert held.validation_violation_rate > plain.validation_violation_rate + 0.2
+    # The history's queries a 0.5 s deadline puts out of reach of every eligible size.
+    reach = held.report["slo_out_of_reach"]
+    assert reach["share"] > plain.report["slo_out_of_reach"]["share"]
+    f = autoslo.slo_feasibility(apply_slo_policy(history, tight), reach["sizes"]).to_pylist()
+    assert reach["share"] == pytest.approx(sum(not q["feasible"] for q in f) / len(f))
+    # Written, read back, validated on held-out forecasts by the policy's deadlines.
+    held.config.save(tmp_path / "held.yaml")
+    assert T.ExecutionConfig.load(tmp_path / "held.yaml").slo_policy == held.config.slo_policy
+    plain.config.save(tmp_path / "plain.yaml")
+    v_held = cycle.validate(tmp_path / "held.yaml", reservoir.path, day, forecasts=2)
+    v_plain = cycle.validate(tmp_path / "plain.yaml", reservoir.path, day, forecasts=2)
+    assert v_held["violation_rate"] > v_plain["violation_rate"] + 0.2
+
+
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
     day = START + dt.timedelta(days=8)

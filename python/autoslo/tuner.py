@@ -37,6 +37,7 @@ from autoslo import _core, corejson
 from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
+from autoslo.tenancy import apply_slo_policy
 from autoslo.traces import trace_classes
 from autoslo.workloads import epoch_seconds, slo_out_of_reach, validate_workload
 
@@ -530,7 +531,11 @@ class TunerSettings:
     listed. ``simulator_class_scale`` (class name → multiplier in [0.05, 20]; ``None``, the paper's
     simulator, by default) makes the Workload Simulator take each query of a listed class as its
     prediction times that class's multiplier, as :func:`class_latency_scale` measures it on the
-    warehouse's own past executions: a change, measured in ``docs/tuner.md``."""
+    warehouse's own past executions: a change, measured in ``docs/tuner.md``. ``slo_policy`` (an
+    execution configuration's ``slo_policy``: deadlines per tenant tier and workload class, see
+    :func:`autoslo.tenancy.apply_slo_policy`; ``None``, κ × baseline, by default) holds every
+    simulated forecast to your deadlines, and the configuration produced carries the policy, so
+    the emulator, the simulator and live runs hold the day to the same ones."""
 
     tau: float = 0.1
     tau_simulated: float | None = None
@@ -558,6 +563,7 @@ class TunerSettings:
     budget: int = 1
     top_k: int = 3
     space: dict[str, list[Any]] | None = field(default_factory=dict)
+    slo_policy: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Counts: named here, so a bad one is reported by name (the core checks every other range).
@@ -660,13 +666,14 @@ def tune(
     r["history_days"] = len(days)
     r["tuned"] = True
     r["days_used"] = [day_of(d).isoformat() for d in r["days_used"]]
-    r["slo_out_of_reach"] = history_out_of_reach(counts, settings.eligible_sizes(), kappa)
+    r["slo_out_of_reach"] = history_out_of_reach(counts, settings.eligible_sizes(), kappa, settings.slo_policy)
     return TuneResult(ExecutionConfig(r.pop("config")), r)
 
 
-def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float) -> dict[str, Any]:
+def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float, slo_policy: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The share of the history's queries (a reservoir's count table) whose SLO, κ × their
-    template's baseline as the tuner judges them, is below their runtime alone on every one of
+    template's baseline as the tuner judges them (or the deadline ``slo_policy`` sets, where one
+    of its rules covers the query), is below their runtime alone on every one of
     ``sizes`` (:func:`autoslo.workloads.slo_out_of_reach`): overall and per tenant. Those queries
     are late however the tuned configuration scales on those sizes; a larger size or a looser SLO
     reaches them. ``with_larger``: the same shares were each of the next two doublings of the
@@ -677,6 +684,8 @@ def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float) -
         pa.table({"arrival": pa.array([0.0] * n), "template": counts["template"], "instance": counts["instance"], "tenant": counts["tenant"], "class": counts["class"]}),
         kappa=kappa,
     )
+    if slo_policy:
+        texts = apply_slo_policy(texts, slo_policy)
     weight = counts["count"].to_pylist()
     out = {"sizes": list(sizes), "kappa": kappa, **slo_out_of_reach(texts, sizes, weight), "with_larger": []}
     if out["share"] > 0:

@@ -199,7 +199,17 @@ pub fn simulate_config(predictor: &Predictor, config: &ExecutionConfig, workload
 }
 
 /// [`simulate_config`] with a progress callback (see [`simulate_with_progress`]).
+/// A configuration with an SLO policy holds the workload to its deadlines, as the emulator, the
+/// simulator and live runs of that configuration do.
 pub fn simulate_config_with_progress(predictor: &Predictor, config: &ExecutionConfig, workload: &Workload, settings: &BatchSettings, progress: Progress<'_>) -> Result<SimOutcome> {
+    let held;
+    let workload = match &config.slo_policy {
+        Some(policy) => {
+            held = policy.apply(workload)?;
+            &held
+        }
+        None => workload,
+    };
     let mut router = router_by_name(&config.routing, Some(predictor), settings.router)?;
     let mut scaler = config.scaler(settings.sim.spinup_s)?;
     let trace = simulate_with_progress(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim.clone(), progress)?;

@@ -124,6 +124,12 @@ pub struct TunerSpec {
     pub budget: usize,
     pub top_k: usize,
     pub space: SearchSpace,
+    /// The deadlines the day's queries are held to, by tenant tier and workload class
+    /// (`ExecutionConfig::slo_policy`, validated). Every candidate configuration carries it, so
+    /// each simulation holds the forecasts to these deadlines instead of κ × baseline, and the
+    /// configuration produced carries it to the emulator, the simulator and live runs. `None`:
+    /// κ × baseline, as the paper.
+    pub slo_policy: Option<crate::tenancy::SloPolicy>,
 }
 
 impl Default for TunerSpec {
@@ -155,6 +161,7 @@ impl Default for TunerSpec {
             budget: 1,
             top_k: 3,
             space: SearchSpace::recommended(),
+            slo_policy: None,
         }
     }
 }
@@ -204,7 +211,15 @@ impl TunerSpec {
         let initial = self
             .initial_clusters
             .iter()
-            .map(|c| ExecutionConfig { autoscaler: self.autoscaler.clone().map(|k| AutoscalerKnobs { tau: self.tau, ..k }), routing: self.routing.clone(), ..ExecutionConfig::new(c.clone()) }.validated())
+            .map(|c| {
+                ExecutionConfig {
+                    autoscaler: self.autoscaler.clone().map(|k| AutoscalerKnobs { tau: self.tau, ..k }),
+                    routing: self.routing.clone(),
+                    slo_policy: self.slo_policy.clone(),
+                    ..ExecutionConfig::new(c.clone())
+                }
+                .validated()
+            })
             .collect::<Result<Vec<_>>>()?;
         let forecast = ForecastSettings { policy: ForecastPolicy::parse(&self.forecast_policy, self.decay)?, forecasts: self.forecasts, training_share: self.training_share, seed: self.seed, arrivals: ArrivalModel::parse(&self.arrivals)?, ..ForecastSettings::default() };
         let n_train = ((self.forecasts as f64 * self.training_share).round() as usize).clamp(1, self.forecasts.max(2) - 1);

@@ -199,6 +199,27 @@ mod simulated {
         assert_eq!(simulate_batch(&p, &[fixed], &ws, &settings, &RayonBackend, &control), Err(AutoSloError::Interrupted));
     }
 
+    #[test]
+    fn a_configurations_slo_policy_holds_every_simulation_and_the_tuner_carries_it() {
+        let p = model();
+        let slo = SloTable::paper(2.0).unwrap();
+        let w = base_workload(0.3, 1, &slo).unwrap();
+        let settings = BatchSettings { keep_logs: true, ..Default::default() };
+        let plain = ExecutionConfig { autoscaler: None, ..ExecutionConfig::new(vec![16]) };
+        let policy: crate::tenancy::SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "adhoc", "deadline_s": 0.5}]}"#).unwrap();
+        let held = ExecutionConfig { slo_policy: Some(policy.clone()), ..plain.clone() };
+        let a = simulate_config(&p, &plain, &w, &settings).unwrap();
+        let b = simulate_config(&p, &held, &w, &settings).unwrap();
+        // One cluster: the same run, judged against the policy's 0.5 s for every adhoc query.
+        assert_eq!(b, simulate_config(&p, &plain, &policy.apply(&w).unwrap(), &settings).unwrap(), "= the workload with the policy applied");
+        assert!(b.violations > a.violations, "{} !> {}", b.violations, a.violations);
+        // The Policy Tuner's candidates, and so what it writes, carry the policy.
+        let spec = TunerSpec { slo_policy: Some(policy.clone()), ..TunerSpec::default() };
+        assert!(spec.params(300.0).unwrap().initial.iter().all(|c| c.slo_policy.as_ref() == Some(&policy)));
+        let bad = TunerSpec { slo_policy: Some(crate::tenancy::SloPolicy { deadlines: vec![crate::tenancy::DeadlineRule { tier: "*".into(), class: "adhoc".into(), deadline_s: -1.0 }], ..policy }), ..TunerSpec::default() };
+        assert!(bad.params(300.0).unwrap_err().to_string().contains("slo_policy.deadlines[0].deadline_s"));
+    }
+
     /// A backend that runs each job's share through `simulate_pairs` in reverse chunks, as a
     /// remote worker would, or loses a job.
     struct Chunked {
