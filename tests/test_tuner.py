@@ -278,6 +278,22 @@ def test_a_control_plane_started_into_the_day_runs_the_rest_of_the_plan() -> Non
         autoslo.control_plane([16], start_s=60)
 
 
+def test_a_control_plane_serving_a_plan_holds_queries_to_its_slo_policy() -> None:
+    policy = {"tiers": {"aster": "premium"}, "deadlines": [{"tier": "premium", "class": "dashboard", "deadline_s": 2}, {"tier": "*", "class": "dashboard", "deadline_s": 5}]}
+    cfg = T.ExecutionConfig({"initial_clusters": [16, 16], "autoscaler": None, "slo_policy": policy})
+    cp = autoslo.control_plane(config=cfg, tick_s=0.05)
+    assert cp.slo_of(3, tenant="aster", workload_class="dashboard") == 2.0
+    assert cp.slo_of(3, 60.0, tenant="aster", workload_class="dashboard") == 2.0, "the plan's deadline wins"
+    assert cp.slo_of(3, 60.0, tenant="cedar", workload_class="adhoc") == 60.0, "no rule: the query's own"
+    assert cp.route(1, 3, 1, tenant="aster", workload_class="dashboard") in (0, 1)
+    with pytest.raises(autoslo.AutoSloCoreError, match="no rule of the SLO policy covers template 3 of tenant `cedar`, class `adhoc`: give the query's SLO"):
+        cp.route(2, 3, 1, tenant="cedar", workload_class="adhoc")
+    plain = autoslo.control_plane([16], autoscaler=None, tick_s=0.05)
+    assert plain.route(1, 3, 1, 30.0) == 0
+    with pytest.raises(autoslo.AutoSloCoreError, match="has no SLO policy"):
+        plain.route(2, 3, 1)
+
+
 @pytest.mark.parametrize(("field", "value"), [("eta", -1), ("forecasts", 2.5), ("seed", -3), ("top_k", True), ("delinquent_k", -2)])
 def test_tuner_settings_name_a_bad_count(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=f"tuner setting `{field}` must be a whole number ≥ 0"):

@@ -272,10 +272,15 @@ class ControlPlane:
         slo_headroom: float = ...,
         config: str | None = None,
     ) -> ControlPlane: ...
-    def route(self, query_id: int, template: int, instance: int, slo: float) -> int:
-        """Route a query arriving now; returns the cluster id."""
+    def route(self, query_id: int, template: int, instance: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> int:
+        """Route a query arriving now; returns the cluster id. Its SLO is the deadline the
+        configuration's ``slo_policy`` sets for it (by ``tenant``, ``workload_class`` and
+        template), else ``slo``; neither is an error."""
     def complete(self, query_id: int, timed_out: bool = False) -> None:
         """A routed query finished now."""
+    def slo_of(self, template: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> float:
+        """The SLO :meth:`route` gives a query: the deadline the configuration's ``slo_policy``
+        sets for it, else ``slo``; neither is an error."""
     def clusters(self) -> list[tuple[int, int, int, bool]]:
         """(id, size, running queries, ready) of the clusters queries may go to."""
     def decisions(self) -> pa.Table:

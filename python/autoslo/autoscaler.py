@@ -143,7 +143,10 @@ def control_plane(
     of the day; ``start_s`` says how far into the day the control plane starts (a service started,
     or restarted, at 10:00 passes 36000; default 0, the day's start): the clusters scheduled by
     then start with it, the later ones come at their time (``ExecutionConfig.from_time``). The
-    control plane's own clock, in ``cp.now()`` and ``cp.events()``, counts from its start."""
+    control plane's own clock, in ``cp.now()`` and ``cp.events()``, counts from its start.
+    A configuration's ``slo_policy`` sets the SLO of each query routed with its tenant and class:
+    ``cp.route(query_id, template, instance, tenant="aster", workload_class="dashboard")``
+    (``slo`` is the SLO of a query no rule covers; ``cp.slo_of`` says which a query gets)."""
     if config is None and start_s:
         raise ValueError("start_s places an execution configuration's schedule in the day: give it with config=")
     if config is not None:

@@ -25,6 +25,7 @@ use crate::emulator::{measured_cycles, Lifecycle};
 use crate::error::{AutoSloError, Result};
 use crate::live::LiveRouter;
 use crate::rng::Rng;
+use crate::tenancy::SloPolicy;
 use crate::workload::Query;
 
 /// Creates and deletes clusters. In-process here ([`InProcessManager`]); the cloud side adds
@@ -127,6 +128,8 @@ impl Shared {
 pub struct ControlPlane {
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
+    /// The deadlines of the configuration served (`ExecutionConfig::slo_policy`), if any.
+    slo_policy: Option<SloPolicy>,
 }
 
 impl ControlPlane {
@@ -170,12 +173,37 @@ impl ControlPlane {
                 }
             })
             .map_err(|e| AutoSloError::InvalidConfig(format!("cannot start the autoscaler thread: {e}")))?;
-        Ok(Self { shared, worker: Some(worker) })
+        Ok(Self { shared, worker: Some(worker), slo_policy: None })
     }
 
     /// The control plane's clock (s).
     pub fn now(&self) -> f64 {
         self.shared.now()
+    }
+
+    /// Hold the queries routed with [`ControlPlane::route_by_policy`] to `policy` (validated).
+    pub fn with_slo_policy(mut self, policy: Option<SloPolicy>) -> Result<Self> {
+        self.slo_policy = policy.map(SloPolicy::validated).transpose()?;
+        Ok(self)
+    }
+
+    /// The SLO the control plane's policy sets for a query (see [`SloPolicy::deadline`]), else
+    /// `slo`; an error when neither gives one.
+    pub fn slo_of(&self, tenant: &str, class: &str, text: QueryText, slo: Option<f64>) -> Result<f64> {
+        match (self.slo_policy.as_ref().and_then(|p| p.deadline(tenant, class, text.template)), slo) {
+            (Some(deadline), _) => Ok(deadline),
+            (None, Some(slo)) if slo.is_finite() && slo > 0.0 => Ok(slo),
+            (None, Some(slo)) => Err(AutoSloError::out_of_range("a query's SLO", "a positive number of seconds", slo)),
+            (None, None) => Err(AutoSloError::InvalidConfig(match &self.slo_policy {
+                Some(_) => format!("no rule of the SLO policy covers template {} of tenant `{tenant}`, class `{class}`: give the query's SLO", text.template),
+                None => "the control plane has no SLO policy (an execution configuration's `slo_policy`): give the query's SLO".into(),
+            })),
+        }
+    }
+
+    /// Route a query arriving now, its SLO from the policy (or `slo` where no rule covers it).
+    pub fn route_by_policy(&self, query_id: u64, text: QueryText, tenant: &str, class: &str, slo: Option<f64>) -> Result<ClusterId> {
+        self.route(query_id, text, self.slo_of(tenant, class, text, slo)?)
     }
 
     /// Route a query arriving now; returns its cluster.
@@ -372,5 +400,28 @@ mod tests {
             }
         }
         assert!(cp.complete(0, false).is_err(), "completed twice");
+    }
+
+    #[test]
+    fn the_served_slo_policy_sets_a_routed_querys_slo() {
+        let start = || {
+            let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 1.0, teardown_s: 1.0 }, 1).unwrap());
+            ControlPlane::start(Box::new(RoundRobin::default()), &[16], Box::new(crate::control::StaticScaler), manager, 0.05, 1.0).unwrap()
+        };
+        let text = QueryText { template: 3, instance: 1 };
+        let plain = start();
+        assert_eq!(plain.slo_of("t", "adhoc", text, Some(7.0)), Ok(7.0));
+        assert!(plain.slo_of("t", "adhoc", text, None).unwrap_err().to_string().contains("has no SLO policy"));
+        assert!(plain.slo_of("t", "adhoc", text, Some(-1.0)).is_err());
+        let policy: SloPolicy = serde_json::from_str(r#"{"tiers": {"aster": "premium"}, "deadlines": [{"tier": "premium", "class": "dashboard", "deadline_s": 2}, {"tier": "*", "class": "dashboard", "deadline_s": 5}]}"#).unwrap();
+        let cp = start().with_slo_policy(Some(policy)).unwrap();
+        assert_eq!(cp.slo_of("aster", "dashboard", text, Some(60.0)), Ok(2.0), "the policy's deadline wins where it has one");
+        assert_eq!(cp.slo_of("cedar", "dashboard", text, None), Ok(5.0));
+        assert_eq!(cp.slo_of("cedar", "adhoc", text, Some(60.0)), Ok(60.0), "uncovered: the query's own");
+        assert!(cp.slo_of("cedar", "adhoc", text, None).unwrap_err().to_string().contains("no rule of the SLO policy covers template 3 of tenant `cedar`, class `adhoc`"));
+        assert!(cp.route_by_policy(1, text, "aster", "dashboard", None).is_ok());
+        assert!(cp.route_by_policy(2, text, "cedar", "adhoc", None).is_err());
+        let bad: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "x", "deadline_s": 0}]}"#).unwrap();
+        assert!(start().with_slo_policy(Some(bad)).is_err());
     }
 }

@@ -175,18 +175,32 @@ impl PyControlPlane {
         // The selector's δ: the fixed delay, or the given one for measured timings.
         let scaler = crate::scaling::scaler(autoscaler_spec(autoscaler)?, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
-        Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).map_err(err)? })
+        let policy = config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy);
+        Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)? })
     }
 
-    /// Route a query arriving now; returns its cluster id.
-    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, slo: f64) -> PyResult<ClusterId> {
-        py.detach(|| self.inner.route(query_id, QueryText { template, instance }, slo)).map_err(err)
+    /// Route a query arriving now; returns its cluster id. Its SLO is the deadline the
+    /// configuration's `slo_policy` sets for it (by `tenant`, `workload_class` and template),
+    /// else `slo`.
+    #[pyo3(signature = (query_id, template, instance, slo=None, *, tenant=None, workload_class=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<ClusterId> {
+        let text = QueryText { template, instance };
+        let (tenant, class) = (tenant.unwrap_or(""), workload_class.unwrap_or(""));
+        py.detach(|| self.inner.route_by_policy(query_id, text, tenant, class, slo)).map_err(err)
     }
 
     /// A routed query finished (or timed out) now.
     #[pyo3(signature = (query_id, timed_out=false))]
     fn complete(&self, py: Python<'_>, query_id: u64, timed_out: bool) -> PyResult<()> {
         py.detach(|| self.inner.complete(query_id, timed_out)).map_err(err)
+    }
+
+    /// The SLO `route` gives a query: the deadline the configuration's `slo_policy` sets for
+    /// it, else `slo`; neither is an error.
+    #[pyo3(signature = (template, slo=None, *, tenant=None, workload_class=None))]
+    fn slo_of(&self, template: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<f64> {
+        self.inner.slo_of(tenant.unwrap_or(""), workload_class.unwrap_or(""), QueryText { template, instance: 1 }, slo).map_err(err)
     }
 
     /// (id, size, running queries, ready) of the clusters queries may go to.
