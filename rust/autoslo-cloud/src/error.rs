@@ -43,6 +43,12 @@ pub enum CloudError {
     /// The caller asked the run to stop.
     #[error("interrupted")]
     Interrupted,
+    /// The service was stopped: it routes nothing more.
+    #[error("the service is stopped")]
+    Stopped,
+    /// The routed query has no available cluster to run on (it ended unmet in the router's books).
+    #[error("cannot route the query: {0}")]
+    Unroutable(String),
 }
 
 impl CloudError {

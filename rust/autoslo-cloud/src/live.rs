@@ -121,7 +121,7 @@ impl LiveSettings {
 
 /// The control plane's clock: real time since the start × the time scale.
 #[derive(Debug, Clone, Copy)]
-struct Clock {
+pub(crate) struct Clock {
     start: Instant,
     scale: f64,
 }
@@ -136,42 +136,44 @@ impl Clock {
 }
 
 #[derive(Clone)]
-enum SlotState {
+pub(crate) enum SlotState {
     Pending,
     Ready(Pool),
     Failed(String),
     Gone,
 }
 
-struct Slot {
-    name: String,
-    size: u32,
-    state: SlotState,
-    inflight: usize,
+pub(crate) struct Slot {
+    pub(crate) name: String,
+    pub(crate) size: u32,
+    /// The workgroup's endpoint (address, port), once it is available.
+    pub(crate) endpoint: Option<(String, u16)>,
+    pub(crate) state: SlotState,
+    pub(crate) inflight: usize,
     requested_at: f64,
     ready_at: Option<f64>,
     teardown_at: Option<f64>,
     gone_at: Option<f64>,
     failed_reported: bool,
     /// The control plane knows it is ready (the watchdog told it; initial clusters start ready).
-    ready_reported: bool,
+    pub(crate) ready_reported: bool,
 }
 
 /// The clusters of a run, shared by the manager, the query tasks and the watchdog.
-struct Fleet {
+pub(crate) struct Fleet {
     slots: Mutex<HashMap<ClusterId, Slot>>,
     rs: RedshiftServerless,
     rt: tokio::runtime::Handle,
-    settings: LiveSettings,
+    pub(crate) settings: LiveSettings,
     clock: Clock,
 }
 
 impl Fleet {
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterId, Slot>> {
+    pub(crate) fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterId, Slot>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn name(&self, id: ClusterId) -> String {
+    pub(crate) fn name(&self, id: ClusterId) -> String {
         format!("{}-{id}", self.settings.name_prefix)
     }
 
@@ -192,7 +194,7 @@ impl Fleet {
         let name = self.name(id);
         let timeout = Duration::from_secs_f64(self.settings.create_timeout_s);
         let outcome = match self.rs.create_cluster(&name, Capacity::Base(size), timeout).await {
-            Ok(w) => self.pool(&w),
+            Ok(w) => self.pool(&w).map(|p| (p, endpoint_of(&w))),
             Err(e) => Err(e),
         };
         let now = self.clock.now();
@@ -200,8 +202,9 @@ impl Fleet {
             let mut slots = self.slots();
             let Some(s) = slots.get_mut(&id) else { return };
             match outcome {
-                Ok(pool) if matches!(s.state, SlotState::Pending) => {
+                Ok((pool, endpoint)) if matches!(s.state, SlotState::Pending) => {
                     s.state = SlotState::Ready(pool);
+                    s.endpoint = endpoint;
                     s.ready_at = Some(now);
                     false
                 }
@@ -237,7 +240,7 @@ impl Fleet {
     }
 
     /// Mark a cluster lost (its server died under a query); the watchdog tells the router.
-    fn lose(&self, id: ClusterId, why: String) {
+    pub(crate) fn lose(&self, id: ClusterId, why: String) {
         if let Some(s) = self.slots().get_mut(&id) {
             if !matches!(s.state, SlotState::Failed(_) | SlotState::Gone) {
                 s.state = SlotState::Failed(why);
@@ -254,7 +257,7 @@ struct CloudManager {
 impl ClusterManager for CloudManager {
     fn spin_up(&mut self, cluster: ClusterId, size: u32, now: f64) -> autoslo_core::error::Result<f64> {
         let name = self.fleet.name(cluster);
-        self.fleet.slots().insert(cluster, Slot { name, size, state: SlotState::Pending, inflight: 0, requested_at: now, ready_at: None, teardown_at: None, gone_at: None, failed_reported: false, ready_reported: false });
+        self.fleet.slots().insert(cluster, Slot { name, size, endpoint: None, state: SlotState::Pending, inflight: 0, requested_at: now, ready_at: None, teardown_at: None, gone_at: None, failed_reported: false, ready_reported: false });
         self.fleet.rt.spawn(Arc::clone(&self.fleet).bring_up(cluster, size));
         Ok(now + self.fleet.settings.expected_spinup_s)
     }
@@ -504,10 +507,7 @@ pub fn run_live(
     settings: LiveSettings,
     control: Arc<BatchControl>,
 ) -> Result<LiveRun> {
-    settings.validate()?;
-    if sizes.is_empty() || sizes.contains(&0) {
-        return Err(CloudError::out_of_range("initial clusters", "at least one, each ≥ 1 RPU", format!("{sizes:?}")));
-    }
+    check_fleet(sizes, &settings)?;
     let mut missing: Vec<u16> = workload.queries().iter().map(|q| q.text.template).filter(|t| !sql.contains_key(t)).collect();
     missing.sort_unstable();
     missing.dedup();
@@ -517,71 +517,15 @@ pub fn run_live(
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("autoslo-live").enable_all().build().map_err(CloudError::io("cannot start the live runtime"))?;
     let handle = rt.handle().clone();
     rt.block_on(async move {
-        // The initial clusters, created together and waited for.
-        let create_timeout = Duration::from_secs_f64(settings.initial_timeout_s.unwrap_or(settings.create_timeout_s));
-        let names: Vec<String> = (0..sizes.len()).map(|i| format!("{}-{i}", settings.name_prefix)).collect();
-        let made = futures_join(names.iter().zip(sizes).map(|(n, &size)| {
-            let rs = rs.clone();
-            let n = n.clone();
-            async move { rs.create_cluster(&n, Capacity::Base(size), create_timeout).await }
-        }))
-        .await;
-        let mut infos = Vec::new();
-        let mut first_err = None;
-        for m in made {
-            match m {
-                Ok(w) => infos.push(w),
-                Err(e) => first_err = first_err.or(Some(e)),
-            }
-        }
-        let clock = Clock { start: Instant::now(), scale: settings.time_scale };
-        let fleet = Arc::new(Fleet { slots: Mutex::new(HashMap::new()), rs: rs.clone(), rt: handle, settings: settings.clone(), clock });
-        if let Some(e) = first_err {
-            for n in &names {
-                let _ = rs.delete_cluster(n, Duration::from_secs_f64(settings.delete_timeout_s)).await;
-            }
-            return Err(e);
-        }
-        for (i, w) in infos.iter().enumerate() {
-            let pool = fleet.pool(w)?;
-            fleet.slots().insert(i as ClusterId, Slot { name: w.name.clone(), size: sizes[i], state: SlotState::Ready(pool), inflight: 0, requested_at: 0.0, ready_at: Some(0.0), teardown_at: None, gone_at: None, failed_reported: false, ready_reported: true });
-        }
-        let cp = ControlPlane::start(router, sizes, scaler, Box::new(CloudManager { fleet: Arc::clone(&fleet) }), settings.tick_s, settings.time_scale)?;
+        let (fleet, cp) = start_fleet(&rs, handle, router, scaler, sizes, &settings).await?;
+        let clock = fleet.clock;
         let ctx = Arc::new(Ctx { cp, fleet: Arc::clone(&fleet), clock, sql: sql.iter().map(|(k, v)| (*k, Arc::from(v.as_str()))).collect(), control: Arc::clone(&control) });
 
-        // The watchdog: a workgroup that became available takes queries from now; a lost
-        // cluster leaves the router and its workgroup is deleted.
         let wd = {
             let ctx = Arc::clone(&ctx);
             tokio::spawn(async move {
                 loop {
-                    let up: Vec<ClusterId> = ctx.fleet.slots().iter().filter(|(_, s)| matches!(s.state, SlotState::Ready(_)) && !s.ready_reported).map(|(id, _)| *id).collect();
-                    for id in up {
-                        // An error: the control plane has not added the cluster yet; told again next time.
-                        if ctx.cp.cluster_ready(id).is_ok() {
-                            if let Some(s) = ctx.fleet.slots().get_mut(&id) {
-                                s.ready_reported = true;
-                            }
-                        }
-                    }
-                    let lost: Vec<(ClusterId, String)> = ctx
-                        .fleet
-                        .slots()
-                        .iter_mut()
-                        .filter_map(|(id, s)| match &s.state {
-                            SlotState::Failed(why) if !s.failed_reported => {
-                                s.failed_reported = true;
-                                Some((*id, why.clone()))
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    for (id, why) in lost {
-                        // Already out if a query found it lost; the last cluster stays (nothing
-                        // else to route to) and its queries fail.
-                        let _ = ctx.cp.fail_cluster(id, &why);
-                        tokio::spawn(Arc::clone(&ctx.fleet).drain_and_delete(id));
-                    }
+                    watch_once(&ctx.cp, &ctx.fleet);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             })
@@ -617,20 +561,105 @@ pub fn run_live(
         let decisions = cp.decisions();
         drop(cp);
 
-        // Delete what is left, after anything still draining or being created.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let left: Vec<ClusterId> = fleet.slots().iter().filter(|(_, s)| !matches!(s.state, SlotState::Gone)).map(|(id, _)| *id).collect();
-        if !settings.keep_clusters {
-            let dt = Duration::from_secs_f64(settings.delete_timeout_s);
-            futures_join(left.iter().map(|id| {
-                let (rs, name) = (rs.clone(), fleet.name(*id));
-                async move { rs.delete_cluster(&name, dt).await }
-            }))
-            .await;
-        }
+        delete_left(&fleet).await;
         let finished = clock.now();
         Ok(assemble(workload, done, &fleet, &events, decisions, sizes.len(), end, finished, &settings))
     })
+}
+
+/// The settings, and initial clusters of at least one of sizes ≥ 1 RPU.
+pub(crate) fn check_fleet(sizes: &[u32], settings: &LiveSettings) -> Result<()> {
+    settings.validate()?;
+    if sizes.is_empty() || sizes.contains(&0) {
+        return Err(CloudError::out_of_range("initial clusters", "at least one, each ≥ 1 RPU", format!("{sizes:?}")));
+    }
+    Ok(())
+}
+
+/// Create the initial clusters of `sizes` together and wait for them (a failure deletes every
+/// one of them and is the error), then start the control plane over them with `router` and
+/// `scaler`, scaling through workgroups. The clock starts once they are up.
+pub(crate) async fn start_fleet(rs: &RedshiftServerless, handle: tokio::runtime::Handle, router: Box<dyn Router>, scaler: Box<dyn Scaler>, sizes: &[u32], settings: &LiveSettings) -> Result<(Arc<Fleet>, ControlPlane)> {
+    let create_timeout = Duration::from_secs_f64(settings.initial_timeout_s.unwrap_or(settings.create_timeout_s));
+    let names: Vec<String> = (0..sizes.len()).map(|i| format!("{}-{i}", settings.name_prefix)).collect();
+    let made = futures_join(names.iter().zip(sizes).map(|(n, &size)| {
+        let rs = rs.clone();
+        let n = n.clone();
+        async move { rs.create_cluster(&n, Capacity::Base(size), create_timeout).await }
+    }))
+    .await;
+    let mut infos = Vec::new();
+    let mut first_err = None;
+    for m in made {
+        match m {
+            Ok(w) => infos.push(w),
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+    }
+    let clock = Clock { start: Instant::now(), scale: settings.time_scale };
+    let fleet = Arc::new(Fleet { slots: Mutex::new(HashMap::new()), rs: rs.clone(), rt: handle, settings: settings.clone(), clock });
+    if let Some(e) = first_err {
+        for n in &names {
+            let _ = rs.delete_cluster(n, Duration::from_secs_f64(settings.delete_timeout_s)).await;
+        }
+        return Err(e);
+    }
+    for (i, w) in infos.iter().enumerate() {
+        let pool = fleet.pool(w)?;
+        fleet.slots().insert(i as ClusterId, Slot { name: w.name.clone(), size: sizes[i], endpoint: endpoint_of(w), state: SlotState::Ready(pool), inflight: 0, requested_at: 0.0, ready_at: Some(0.0), teardown_at: None, gone_at: None, failed_reported: false, ready_reported: true });
+    }
+    let cp = ControlPlane::start(router, sizes, scaler, Box::new(CloudManager { fleet: Arc::clone(&fleet) }), settings.tick_s, settings.time_scale)?;
+    Ok((fleet, cp))
+}
+
+/// One pass of the watchdog: a workgroup that became available takes queries from now; a lost
+/// cluster leaves the router and its workgroup is deleted.
+pub(crate) fn watch_once(cp: &ControlPlane, fleet: &Arc<Fleet>) {
+    let up: Vec<ClusterId> = fleet.slots().iter().filter(|(_, s)| matches!(s.state, SlotState::Ready(_)) && !s.ready_reported).map(|(id, _)| *id).collect();
+    for id in up {
+        // An error: the control plane has not added the cluster yet; told again next time.
+        if cp.cluster_ready(id).is_ok() {
+            if let Some(s) = fleet.slots().get_mut(&id) {
+                s.ready_reported = true;
+            }
+        }
+    }
+    let lost: Vec<(ClusterId, String)> = fleet
+        .slots()
+        .iter_mut()
+        .filter_map(|(id, s)| match &s.state {
+            SlotState::Failed(why) if !s.failed_reported => {
+                s.failed_reported = true;
+                Some((*id, why.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (id, why) in lost {
+        // Already out if a query found it lost; the last cluster stays (nothing else to route
+        // to) and its queries fail.
+        let _ = cp.fail_cluster(id, &why);
+        fleet.rt.spawn(Arc::clone(fleet).drain_and_delete(id));
+    }
+}
+
+/// At the end: delete every workgroup not yet gone (unless `keep_clusters`), after anything
+/// still draining or being created.
+pub(crate) async fn delete_left(fleet: &Fleet) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let left: Vec<ClusterId> = fleet.slots().iter().filter(|(_, s)| !matches!(s.state, SlotState::Gone)).map(|(id, _)| *id).collect();
+    if !fleet.settings.keep_clusters {
+        let dt = Duration::from_secs_f64(fleet.settings.delete_timeout_s);
+        futures_join(left.iter().map(|id| {
+            let (rs, name) = (fleet.rs.clone(), fleet.name(*id));
+            async move { rs.delete_cluster(&name, dt).await }
+        }))
+        .await;
+    }
+}
+
+fn endpoint_of(w: &WorkgroupInfo) -> Option<(String, u16)> {
+    Some((w.address.clone()?, w.port?))
 }
 
 /// Wait for every future (spawned, so they run in parallel); results in order.

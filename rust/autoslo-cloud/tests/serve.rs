@@ -1,0 +1,104 @@
+//! Serving end to end on this machine: a long-running control plane over the local endpoint's
+//! PostgreSQL-backed workgroups tells the client where each query goes; the client runs the SQL.
+
+use std::time::{Duration, Instant};
+
+use autoslo_cloud::live::LiveSettings;
+use autoslo_cloud::local_endpoint::{EndpointOptions, LocalEndpoint};
+use autoslo_cloud::manager::{ManagerOptions, RedshiftServerless};
+use autoslo_cloud::serve::{Route, Service};
+use autoslo_cloud::CloudError;
+use autoslo_core::autoscaler::snowflake::{Policy, SnowflakeScaler};
+use autoslo_core::catalog::QueryText;
+use autoslo_core::control::RoundRobin;
+use autoslo_core::tenancy::SloPolicy;
+
+fn manager(ep: &LocalEndpoint) -> RedshiftServerless {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(RedshiftServerless::connect(&ManagerOptions { endpoint: Some(ep.url()), initial_backoff: Duration::from_millis(5), ..Default::default() })).unwrap()
+}
+
+fn settings(prefix: &str) -> LiveSettings {
+    LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 60.0, initial_timeout_s: Some(120.0), delete_timeout_s: 30.0, ..Default::default() }
+}
+
+/// Run `sql` on the routed workgroup, as a client would.
+fn run_sql(r: &Route, sql: &str) -> i64 {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let conn = format!("host={} port={} user=autoslo dbname=postgres", r.address, r.port);
+        let (client, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+    })
+}
+
+const TEXT: QueryText = QueryText { template: 3, instance: 1 };
+
+#[test]
+fn a_service_routes_to_workgroups_the_client_runs_sql_on_and_scales_them() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    // Snowflake standard: more than 2 running per cluster starts another (up to 2 clusters).
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 2).unwrap());
+    let policy: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}"#).unwrap();
+    let mut svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler, &[8], settings("srv"), Some(policy)).unwrap();
+    let first = svc.route(1, TEXT, "acme", "dashboard", None).unwrap();
+    assert_eq!((first.cluster, first.size, first.workgroup.as_str()), (0, 8, "srv-0"));
+    assert_eq!(run_sql(&first, "SELECT count(*) FROM generate_series(1, 42)"), 42, "a real server behind the endpoint");
+    // Refused: no SLO from the policy or the caller, a query routed twice, an unknown completion.
+    assert!(svc.route(2, TEXT, "acme", "adhoc", None).unwrap_err().to_string().contains("no rule of the SLO policy covers"));
+    assert!(svc.route(1, TEXT, "acme", "dashboard", None).unwrap_err().to_string().contains("already routed"));
+    assert!(svc.complete(99, false).unwrap_err().to_string().contains("not routed"));
+    // Four running on one cluster: the scaler adds a workgroup, and queries go to it once it is up.
+    for q in 2..=4 {
+        svc.route(q, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !svc.clusters().iter().any(|c| c.cluster == 1 && c.state == "available") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let clusters = svc.clusters();
+    assert_eq!(clusters.len(), 2, "{clusters:?}");
+    assert_eq!((clusters[0].running, clusters[1].workgroup.as_str()), (4, "srv-1"));
+    assert!(svc.events().iter().any(|e| e.kind == "spinup" && e.reason == "snowflake-start"));
+    let mut on_new = None;
+    for q in 5..=12 {
+        let r = svc.route(q, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
+        if r.cluster == 1 {
+            on_new = Some(r);
+        }
+    }
+    let on_new = on_new.expect("round robin reaches the new cluster");
+    assert_eq!(run_sql(&on_new, "SELECT 7::bigint"), 7);
+    for q in 1..=12 {
+        svc.complete(q, false).unwrap();
+    }
+    assert!(svc.clusters().iter().all(|c| c.running == 0));
+    // The client finds cluster 1 dead: it leaves the router, and its workgroup is deleted.
+    svc.lost(1, "connection refused").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while svc.clusters()[1].state != "deleted" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(svc.clusters()[1].state, "deleted");
+    for q in 20..24 {
+        assert_eq!(svc.route(q, TEXT, "acme", "dashboard", None).unwrap().cluster, 0, "only the live cluster");
+        svc.complete(q, false).unwrap();
+    }
+    assert!(svc.lost(9, "x").is_err());
+    // Stopped: nothing more is routed, and every workgroup is deleted.
+    svc.stop();
+    assert!(matches!(svc.route(30, TEXT, "acme", "dashboard", None), Err(CloudError::Stopped)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(ep.workgroups().iter().all(|w| w.1 == "DELETING"), "{:?}", ep.workgroups());
+}
+
+#[test]
+fn bad_settings_are_refused_before_any_workgroup_is_made() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    let scaler = || Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 2).unwrap());
+    assert!(Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler(), &[], settings("bad"), None).is_err());
+    let bad = LiveSettings { name_prefix: "Bad_Name".into(), ..settings("bad") };
+    assert!(Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler(), &[8], bad, None).is_err());
+    assert!(ep.workgroups().is_empty());
+}
