@@ -287,6 +287,41 @@ def test_a_supervisor_s_own_exception_stops_a_live_run_after_it_deleted_its_work
         assert ep.workgroups() == [] or all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
 
 
+def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups() -> None:
+    """Production routing: the service creates the plan's workgroups, routes each query to an
+    available one by the plan's deadlines, and the client runs the SQL there itself (psql here)."""
+    from autoslo.live import serve
+
+    policy = {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}
+    cfg = ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin", "slo_policy": policy})
+    with LocalEndpoint(time_factor=0.005) as ep:
+        with serve(config=cfg, endpoint=ep.url, name_prefix="srv", tick_s=0.1, delete_timeout_s=30) as svc:
+            assert [(c["cluster_id"], c["workgroup"], c["state"]) for c in svc.clusters()] == [(0, "srv-0", "available"), (1, "srv-1", "available")]
+            where = [svc.route(q, 3, 1, tenant="acme", workload_class="dashboard") for q in range(4)]
+            assert [w["cluster_id"] for w in where] == [0, 1, 0, 1] and where[1]["workgroup"] == "srv-1"
+            out = subprocess.run(["psql", "-h", where[1]["address"], "-p", str(where[1]["port"]), "-U", "autoslo", "-d", "postgres", "-tAc", "SELECT 40 + 2"], capture_output=True, text=True, timeout=60)
+            assert out.stdout.strip() == "42", out.stderr
+            assert [c["running"] for c in svc.clusters()] == [2, 2]
+            with pytest.raises(_core.AutoSloCoreError, match="no rule of the SLO policy covers"):
+                svc.route(9, 3, 1, tenant="acme", workload_class="adhoc")
+            assert svc.route(9, 3, 1, 60.0, tenant="acme", workload_class="adhoc")["cluster_id"] in (0, 1)
+            for q in [*range(4), 9]:
+                svc.complete(q)
+            with pytest.raises(_core.AutoSloCoreError, match="not routed"):
+                svc.complete(9)
+            svc.lost(1, "connection refused")
+            deadline = time.monotonic() + 30
+            while svc.clusters()[1]["state"] != "deleted" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert svc.clusters()[1]["state"] == "deleted"
+            assert svc.route(10, 3, 1, tenant="acme", workload_class="dashboard")["cluster_id"] == 0
+            svc.complete(10)
+        time.sleep(0.3)
+        assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
+        with pytest.raises(_core.AutoSloCoreError, match="stopped"):
+            svc.route(11, 3, 1, 5.0)
+
+
 def _check_shape(shape: Any, value: Any, path: str) -> None:
     """``value`` (decoded JSON) conforms to botocore's ``shape``: known members only, required
     ones present, and each of the right JSON type."""

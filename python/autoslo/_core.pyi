@@ -296,6 +296,52 @@ class ControlPlane:
         """The control plane's clock (s)."""
 
 @final
+class Service:
+    """A long-running control plane over Redshift Serverless workgroups, serving routing
+    decisions (see :func:`autoslo.live.serve`). Thread-safe; routing releases the GIL."""
+
+    def __new__(
+        cls,
+        clusters: Sequence[int],
+        predictor: Predictor | None = None,
+        routing: str = "autoslo",
+        autoscaler: Mapping[str, object] | None = None,
+        config: str | None = None,
+        endpoint: str | None = None,
+        region: str | None = None,
+        time_scale: float = 1.0,
+        create_timeout_s: float = 900.0,
+        initial_timeout_s: float | None = None,
+        delete_timeout_s: float = 900.0,
+        name_prefix: str = "autoslo",
+        tick_s: float = 10.0,
+        spinup_s: float = 300.0,
+        keep_clusters: bool = False,
+        seed: int = 0,
+        price_per_rpu_hour: float = 0.375,
+        billing_minimum_s: float = 60.0,
+        slo_headroom: float = ...,
+    ) -> Service: ...
+    def route(self, query_id: int, template: int, instance: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> dict[str, Any]:
+        """Route a query arriving now: where to run it (cluster_id, size, workgroup, address, port)."""
+    def complete(self, query_id: int, timed_out: bool = False) -> None:
+        """A routed query finished now."""
+    def lost(self, cluster_id: int, why: str) -> None:
+        """The client found a cluster dead: it leaves the router and its workgroup is deleted."""
+    def clusters(self) -> list[dict[str, Any]]:
+        """Every cluster so far (cluster_id, size, workgroup, state, running, address, port)."""
+    def events(self) -> list[dict[str, object]]:
+        """Every change of the cluster set so far (time, cluster_id, size, event, reason)."""
+    def decisions(self) -> pa.Table:
+        """The scaler's decisions so far."""
+    def now(self) -> float:
+        """The service's clock (s)."""
+    def stop(self) -> None:
+        """Stop the autoscaler and delete the workgroups (unless ``keep_clusters``)."""
+    def __enter__(self) -> Service: ...
+    def __exit__(self, *exc: object) -> bool: ...
+
+@final
 class Router:
     """A Query Router used live (thread-safe; routing releases the GIL).
 

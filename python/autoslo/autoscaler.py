@@ -147,6 +147,34 @@ def control_plane(
     A configuration's ``slo_policy`` sets the SLO of each query routed with its tenant and class:
     ``cp.route(query_id, template, instance, tenant="aster", workload_class="dashboard")``
     (``slo`` is the SLO of a query no rule covers; ``cp.slo_of`` says which a query gets)."""
+    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s)
+    return _core.ControlPlane(
+        plan.clusters, predictor=plan.predictor, routing=plan.routing, autoscaler=plan.autoscaler, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed, config=plan.config
+    )
+
+
+@dataclass(frozen=True)
+class ServedPlan:
+    """What a long-running control plane starts with (:func:`served_plan`)."""
+
+    clusters: list[int]
+    routing: str
+    autoscaler: dict[str, object] | None
+    predictor: _core.Predictor | None
+    #: The execution configuration as JSON (its schedule placed in the day), if one was given.
+    config: str | None
+
+
+def served_plan(
+    clusters: Sequence[int] | None,
+    autoscaler: AutoscalerConfig | str | None,
+    config: ExecutionConfig | str | PathLike[str] | None,
+    routing: str,
+    predictor: _core.Predictor | None,
+    start_s: float,
+) -> ServedPlan:
+    """The clusters, routing, autoscaler and predictor a control plane serves: given one by one,
+    or by an execution configuration placed ``start_s`` into the day (``ExecutionConfig.from_time``)."""
     if config is None and start_s:
         raise ValueError("start_s places an execution configuration's schedule in the day: give it with config=")
     if config is not None:
@@ -154,13 +182,7 @@ def control_plane(
             raise ValueError("an execution configuration sets the clusters: give config= without clusters")
         cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
         cfg = cfg.from_time(start_s)
-        return _core.ControlPlane(
-            cfg.initial_clusters, predictor=predictor_for(True, predictor), routing=cfg.routing, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed, config=cfg.to_json()
-        )
+        return ServedPlan(cfg.initial_clusters, cfg.routing, None, predictor_for(True, predictor), cfg.to_json())
     if clusters is None:
         raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
-    spec = as_spec(autoscaler)
-    predictor = predictor_for(routing in NEEDS_PREDICTOR, predictor)
-    return _core.ControlPlane(
-        list(clusters), predictor=predictor, routing=routing, autoscaler=spec, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed
-    )
+    return ServedPlan([int(c) for c in clusters], routing, as_spec(autoscaler), predictor_for(routing in NEEDS_PREDICTOR, predictor), None)

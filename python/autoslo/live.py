@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
-from autoslo.autoscaler import AutoscalerConfig, as_spec
+from autoslo.autoscaler import AutoscalerConfig, as_spec, served_plan
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.emulation import EmulationResult, _with_config, _with_extras
 from autoslo.progress import progress_bar
@@ -38,7 +38,7 @@ LocalEndpoint = _core.LocalEndpoint
 #: The cluster manager: one cluster is a workgroup ``<name>`` in namespace ``<name>-ns``.
 ClusterManager = _core.ClusterManager
 
-__all__ = ["ClusterManager", "LiveResult", "LocalData", "LocalEndpoint", "default_data_dir", "live", "prepare_tpcds", "runnable"]
+__all__ = ["ClusterManager", "LiveResult", "LocalData", "LocalEndpoint", "Service", "default_data_dir", "live", "prepare_tpcds", "runnable", "serve"]
 
 
 def default_data_dir(scale: float = 0.01) -> Path:
@@ -271,4 +271,78 @@ def live(
         workgroups=[(int(c), str(n)) for c, n in extras["workgroups"]],
         control_log=list(extras["control_log"]),
         interrupted=bool(extras["interrupted"]),
+    )
+
+
+#: The serving control plane :func:`serve` returns.
+Service = _core.Service
+
+
+def serve(
+    clusters: Sequence[int] | None = None,
+    autoscaler: AutoscalerConfig | str | None = "autoslo",
+    *,
+    config: ExecutionConfig | str | PathLike[str] | None = None,
+    start_s: float = 0.0,
+    routing: str = "autoslo",
+    predictor: _core.Predictor | None = None,
+    endpoint: str | None = None,
+    region: str | None = None,
+    time_scale: float = 1.0,
+    create_timeout_s: float = 900.0,
+    initial_timeout_s: float | None = None,
+    delete_timeout_s: float = 900.0,
+    name_prefix: str = "autoslo",
+    tick_s: float = 10.0,
+    spinup_s: float = 300.0,
+    keep_clusters: bool = False,
+    seed: int = 0,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
+    slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
+) -> _core.Service:
+    """Serve routing decisions over real Redshift Serverless workgroups (AWS, or a
+    :class:`LocalEndpoint` given as ``endpoint=ep.url``): the production side of AutoSLO.
+
+    The initial clusters (``clusters``, or ``config``'s, its schedule placed ``start_s`` into the
+    day as :func:`autoslo.control_plane` does) are created as workgroups ``<name_prefix>-<id>``
+    and waited for (up to ``initial_timeout_s``, default ``create_timeout_s``). Then your gateway
+    or scheduler asks where each query goes and runs the SQL itself, with its own driver::
+
+        with autoslo.live.serve(config="plan.yaml", endpoint=ep.url) as svc:
+            where = svc.route(query_id, template, instance, tenant="aster", workload_class="dashboard")
+            ...  # run the query on where["address"]:where["port"] (workgroup where["workgroup"])
+            svc.complete(query_id)
+
+    ``route`` returns a dict with ``cluster_id``, ``size``, ``workgroup``, ``address`` and
+    ``port`` of an available workgroup. The query's SLO is the configuration's ``slo_policy``
+    deadline for it, else ``slo=``. The router (``routing``, default the product's, with the
+    bundled predictor) picks the cluster; the autoscaler (``autoscaler`` or ``config``'s) runs
+    every ``tick_s`` of the service's clock and creates or deletes workgroups through the cluster
+    manager. ``svc.lost(cluster_id, why)`` reports a cluster your client found dead: it leaves
+    the router and its workgroup is deleted. ``svc.clusters()``, ``svc.events()`` and
+    ``svc.decisions()`` say what the service has and did. ``svc.stop()`` (also on leaving the
+    ``with`` block) stops the autoscaler and deletes every workgroup, unless ``keep_clusters``,
+    once its routed queries complete or ``delete_timeout_s`` has passed."""
+    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s)
+    return _core.Service(
+        plan.clusters,
+        predictor=plan.predictor,
+        routing=plan.routing,
+        autoscaler=plan.autoscaler,
+        config=plan.config,
+        endpoint=endpoint,
+        region=region,
+        time_scale=time_scale,
+        create_timeout_s=create_timeout_s,
+        initial_timeout_s=initial_timeout_s,
+        delete_timeout_s=delete_timeout_s,
+        name_prefix=name_prefix,
+        tick_s=tick_s,
+        spinup_s=spinup_s,
+        keep_clusters=keep_clusters,
+        seed=seed,
+        price_per_rpu_hour=price_per_rpu_hour,
+        billing_minimum_s=billing_minimum_s,
+        slo_headroom=slo_headroom,
     )

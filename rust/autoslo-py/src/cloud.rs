@@ -42,7 +42,7 @@ pub(crate) fn cloud_err(e: CloudError) -> PyErr {
     }
 }
 
-fn runtime() -> PyResult<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> PyResult<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| AutoSloCoreError::new_err(format!("cannot start a runtime: {e}")))
 }
 
@@ -127,7 +127,7 @@ fn info_dict<'py>(py: Python<'py>, w: &WorkgroupInfo) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-fn options(endpoint: Option<String>, region: Option<String>, max_attempts: u32) -> ManagerOptions {
+pub(crate) fn manager_options(endpoint: Option<String>, region: Option<String>, max_attempts: u32) -> ManagerOptions {
     ManagerOptions { endpoint, region, max_attempts, ..Default::default() }
 }
 
@@ -150,7 +150,7 @@ impl PyClusterManager {
     #[pyo3(signature = (endpoint=None, region=None, max_attempts=6))]
     fn new(py: Python<'_>, endpoint: Option<String>, region: Option<String>, max_attempts: u32) -> PyResult<Self> {
         let rt = runtime()?;
-        let opts = options(endpoint, region, max_attempts);
+        let opts = manager_options(endpoint, region, max_attempts);
         let inner = py.detach(|| rt.block_on(RedshiftServerless::connect(&opts))).map_err(cloud_err)?;
         Ok(Self { inner, rt })
     }
@@ -246,7 +246,7 @@ pub fn live(
     let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
     let settings = LiveSettings { time_scale, timeout_s, pool_size, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, max_attempts, keep_clusters, db_user: db_user.into(), db_name: db_name.into(), db_password };
     let rt = runtime()?;
-    let opts = options(endpoint, region, 6);
+    let opts = manager_options(endpoint, region, 6);
     let rs = py.detach(|| rt.block_on(RedshiftServerless::connect(&opts))).map_err(cloud_err)?;
     drop(rt);
     // The run goes on another thread; this one shows progress and turns Ctrl-C (or a progress
@@ -323,6 +323,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EndpointUnreachableError", py.get_type::<EndpointUnreachableError>())?;
     m.add_class::<PyLocalEndpoint>()?;
     m.add_class::<PyClusterManager>()?;
+    m.add_class::<crate::serve::PyService>()?;
     m.add_function(wrap_pyfunction!(live, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_local_template, m)?)?;
     Ok(())

@@ -352,3 +352,19 @@ pub fn outcomes_in(t: PyTable) -> PyResult<Vec<(usize, autoslo_core::tuner::SimO
         })
         .collect()
 }
+
+/// A control plane's log as dicts (time, cluster_id, size, event, reason).
+pub(crate) fn event_dicts(py: Python<'_>, events: Vec<autoslo_core::control_plane::LiveEvent>) -> PyResult<Vec<Bound<'_, pyo3::types::PyDict>>> {
+    events
+        .into_iter()
+        .map(|e| {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("time", e.time)?;
+            d.set_item("cluster_id", e.cluster)?;
+            d.set_item("size", e.size)?;
+            d.set_item("event", e.kind)?;
+            d.set_item("reason", e.reason)?;
+            Ok(d)
+        })
+        .collect()
+}

@@ -6,6 +6,7 @@ mod convert;
 mod live;
 mod predictor;
 mod scaling;
+mod serve;
 mod tuner;
 
 use std::collections::BTreeMap;

@@ -217,19 +217,7 @@ impl PyControlPlane {
     /// Every change of the cluster set so far (spinup, teardown, failed, skipped): dicts with
     /// time, cluster_id, size, event and reason.
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
-        self.inner
-            .events()
-            .into_iter()
-            .map(|e| {
-                let d = pyo3::types::PyDict::new(py);
-                d.set_item("time", e.time)?;
-                d.set_item("cluster_id", e.cluster)?;
-                d.set_item("size", e.size)?;
-                d.set_item("event", e.kind)?;
-                d.set_item("reason", e.reason)?;
-                Ok(d)
-            })
-            .collect()
+        convert::event_dicts(py, self.inner.events())
     }
 
     /// The control plane's clock (s since start × time_scale).

@@ -1,0 +1,160 @@
+//! `autoslo._core.Service`: the serving control plane over real workgroups
+//! (`autoslo_cloud::serve`), converted for Python; routing and stopping release the GIL.
+
+use std::sync::RwLock;
+
+use autoslo_cloud::live::LiveSettings;
+use autoslo_cloud::manager::RedshiftServerless;
+use autoslo_cloud::serve::Service;
+use autoslo_core::billing::BillingPolicy;
+use autoslo_core::catalog::QueryText;
+use autoslo_core::cluster::ClusterId;
+use autoslo_core::router;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::cloud::{cloud_err, manager_options, runtime};
+use crate::predictor::PyPredictor;
+use crate::{convert, err, AutoSloCoreError};
+
+/// A long-running control plane over Redshift Serverless workgroups (see `autoslo.live.serve`).
+#[pyclass(name = "Service", module = "autoslo._core", frozen)]
+pub struct PyService {
+    /// Read: route, complete and look; write: stop.
+    inner: RwLock<Service>,
+}
+
+impl PyService {
+    fn read(&self) -> PyResult<std::sync::RwLockReadGuard<'_, Service>> {
+        self.inner.read().map_err(|_| AutoSloCoreError::new_err("the service's lock is poisoned by an earlier panic"))
+    }
+}
+
+#[pymethods]
+impl PyService {
+    #[new]
+    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, keep_clusters=false, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        clusters: Vec<u32>,
+        predictor: Option<Bound<'_, PyPredictor>>,
+        routing: &str,
+        autoscaler: Option<Bound<'_, PyDict>>,
+        config: Option<&str>,
+        endpoint: Option<String>,
+        region: Option<String>,
+        time_scale: f64,
+        create_timeout_s: f64,
+        initial_timeout_s: Option<f64>,
+        delete_timeout_s: f64,
+        name_prefix: &str,
+        tick_s: f64,
+        spinup_s: f64,
+        keep_clusters: bool,
+        seed: u64,
+        price_per_rpu_hour: f64,
+        billing_minimum_s: f64,
+        slo_headroom: f64,
+    ) -> PyResult<Self> {
+        let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
+        let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
+        let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
+        let policy = config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy);
+        let settings = LiveSettings { time_scale, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, keep_clusters, ..Default::default() };
+        let opts = manager_options(endpoint, region, 6);
+        let rt = runtime()?;
+        let svc = py.detach(|| {
+            let rs = rt.block_on(RedshiftServerless::connect(&opts))?;
+            drop(rt);
+            Service::start(rs, r, scaler, &clusters, settings, policy)
+        });
+        Ok(Self { inner: RwLock::new(svc.map_err(cloud_err)?) })
+    }
+
+    /// Route a query arriving now. Its SLO is the deadline the configuration's `slo_policy`
+    /// sets for it (by `tenant`, `workload_class` and template), else `slo`. Returns where to
+    /// run it: a dict with cluster_id, size, workgroup, address and port.
+    #[pyo3(signature = (query_id, template, instance, slo=None, *, tenant=None, workload_class=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn route<'py>(&self, py: Python<'py>, query_id: u64, template: u16, instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        let text = QueryText { template, instance };
+        let (tenant, class) = (tenant.unwrap_or(""), workload_class.unwrap_or(""));
+        let r = py.detach(|| self.read().and_then(|s| s.route(query_id, text, tenant, class, slo).map_err(cloud_err)))?;
+        let d = PyDict::new(py);
+        d.set_item("cluster_id", r.cluster)?;
+        d.set_item("size", r.size)?;
+        d.set_item("workgroup", r.workgroup)?;
+        d.set_item("address", r.address)?;
+        d.set_item("port", r.port)?;
+        Ok(d)
+    }
+
+    /// A routed query finished now (`timed_out`: stopped or failed without an answer).
+    #[pyo3(signature = (query_id, timed_out=false))]
+    fn complete(&self, py: Python<'_>, query_id: u64, timed_out: bool) -> PyResult<()> {
+        py.detach(|| self.read().and_then(|s| s.complete(query_id, timed_out).map_err(cloud_err)))
+    }
+
+    /// The client found a cluster dead: it leaves the router and its workgroup is deleted.
+    fn lost(&self, cluster_id: ClusterId, why: &str) -> PyResult<()> {
+        self.read()?.lost(cluster_id, why).map_err(cloud_err)
+    }
+
+    /// Every cluster the service has had: dicts with cluster_id, size, workgroup, state
+    /// (creating, available, lost, deleted), running, address and port.
+    fn clusters<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.read()?
+            .clusters()
+            .into_iter()
+            .map(|c| {
+                let d = PyDict::new(py);
+                d.set_item("cluster_id", c.cluster)?;
+                d.set_item("size", c.size)?;
+                d.set_item("workgroup", c.workgroup)?;
+                d.set_item("state", c.state)?;
+                d.set_item("running", c.running)?;
+                d.set_item("address", c.endpoint.as_ref().map(|e| e.0.clone()))?;
+                d.set_item("port", c.endpoint.map(|e| e.1))?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// Every change of the cluster set so far, as dicts (time, cluster_id, size, event, reason).
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        convert::event_dicts(py, self.read()?.events())
+    }
+
+    /// The scaler's decisions so far (the table `EmulationResult.decisions` describes).
+    fn decisions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(convert::decisions_table(&self.read()?.decisions())?.into_pyarrow(py)?.unbind())
+    }
+
+    /// The control plane's clock (s since the start × time_scale).
+    fn now(&self) -> PyResult<f64> {
+        Ok(self.read()?.now())
+    }
+
+    /// Stop: the autoscaler stops and every workgroup is deleted (unless `keep_clusters`)
+    /// once its routed queries complete or `delete_timeout_s` has passed. Idempotent.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| match self.inner.write() {
+            Ok(mut s) => {
+                s.stop();
+                Ok(())
+            }
+            Err(_) => Err(AutoSloCoreError::new_err("the service's lock is poisoned by an earlier panic")),
+        })
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.stop(py)?;
+        Ok(false)
+    }
+}
