@@ -322,6 +322,55 @@ def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups()
             svc.route(11, 3, 1, 5.0)
 
 
+def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    def call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    policy = {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}
+    ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin", "slo_policy": policy}).save(tmp_path / "plan.yaml")
+    with LocalEndpoint(time_factor=0.005) as ep:
+        cmd = [sys.executable, "-m", "autoslo", "serve", "--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            start = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            url = start["serving"]
+            assert [c["workgroup"] for c in start["clusters"]] == ["http-0", "http-1"]
+            status, where = call(f"{url}/route", {"query_id": 1, "template": 3, "instance": 1, "tenant": "acme", "class": "dashboard"})
+            assert status == 200 and where["workgroup"] == "http-0" and where["port"] > 0, where
+            assert call(f"{url}/route", {"query_id": 2, "template": 3, "instance": 1, "slo": 30})[1]["cluster_id"] == 1
+            assert [c["running"] for c in call(f"{url}/clusters")[1]] == [1, 1]
+            for body, message in [
+                ({"query_id": 3, "template": 3, "instance": 1, "class": "adhoc"}, "no rule of the SLO policy covers"),
+                ({"query_id": 1, "template": 3, "instance": 1, "slo": 9}, "already routed"),
+                ({"query_id": "x", "template": 3, "instance": 1}, "field `query_id` must be int"),
+                ({"query_id": 4, "template": 3, "instance": 1, "slo": 9, "tennant": "a"}, "unknown field(s) tennant"),
+            ]:
+                status, answer = call(f"{url}/route", body)
+                assert status == 400 and message in answer["error"], (status, answer)
+            assert call(f"{url}/complete", {"query_id": 1}) == (200, {})
+            assert call(f"{url}/complete", {"query_id": 1, "timed_out": False})[0] == 400
+            assert call(f"{url}/complete", {"query_id": 2, "timed_out": True}) == (200, {})
+            assert call(f"{url}/health")[1]["ok"] is True
+            assert call(f"{url}/nowhere")[0] == 404
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["stopped"] is True
+        time.sleep(0.3)
+        assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()  # deleting, or gone
+
+
 def _check_shape(shape: Any, value: Any, path: str) -> None:
     """``value`` (decoded JSON) conforms to botocore's ``shape``: known members only, required
     ones present, and each of the right JSON type."""

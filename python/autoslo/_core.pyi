@@ -310,6 +310,7 @@ class Service:
         endpoint: str | None = None,
         region: str | None = None,
         time_scale: float = 1.0,
+        timeout_s: float | None = ...,
         create_timeout_s: float = 900.0,
         initial_timeout_s: float | None = None,
         delete_timeout_s: float = 900.0,

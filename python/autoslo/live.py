@@ -289,6 +289,7 @@ def serve(
     endpoint: str | None = None,
     region: str | None = None,
     time_scale: float = 1.0,
+    timeout_s: float | None = 3600.0,
     create_timeout_s: float = 900.0,
     initial_timeout_s: float | None = None,
     delete_timeout_s: float = 900.0,
@@ -320,7 +321,9 @@ def serve(
     bundled predictor) picks the cluster; the autoscaler (``autoscaler`` or ``config``'s) runs
     every ``tick_s`` of the service's clock and creates or deletes workgroups through the cluster
     manager. ``svc.lost(cluster_id, why)`` reports a cluster your client found dead: it leaves
-    the router and its workgroup is deleted. ``svc.clusters()``, ``svc.events()`` and
+    the router and its workgroup is deleted. A routed query not completed within ``timeout_s``
+    (on the service's clock; ``None``: never) ends as timed out, so a client that forgets one
+    does not hold its cluster busy. ``svc.clusters()``, ``svc.events()`` and
     ``svc.decisions()`` say what the service has and did. ``svc.stop()`` (also on leaving the
     ``with`` block) stops the autoscaler and deletes every workgroup, unless ``keep_clusters``,
     once its routed queries complete or ``delete_timeout_s`` has passed."""
@@ -334,6 +337,7 @@ def serve(
         endpoint=endpoint,
         region=region,
         time_scale=time_scale,
+        timeout_s=timeout_s,
         create_timeout_s=create_timeout_s,
         initial_timeout_s=initial_timeout_s,
         delete_timeout_s=delete_timeout_s,

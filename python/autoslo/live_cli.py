@@ -1,5 +1,6 @@
-"""``autoslo local`` (the local Redshift Serverless endpoint and its TPC-DS database) and
-``autoslo live`` (a workload replayed as SQL on real clusters)."""
+"""``autoslo local`` (the local Redshift Serverless endpoint and its TPC-DS database),
+``autoslo live`` (a workload replayed as SQL on real clusters) and ``autoslo serve`` (routing
+decisions over real clusters, on HTTP)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 
 from autoslo import _core, argtypes
 from autoslo.bundled import model_option
-from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable
+from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
 from autoslo.tables import fmt_table
 from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import check_output, read_workload, write_table
@@ -122,6 +123,56 @@ def cmd_live(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from autoslo.serving import make_server
+
+    if args.config:
+        overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
+        if overlap:
+            raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
+    elif args.start_s is not None:
+        raise ValueError("--start-s places a configuration's schedule in the day: give it with --config")
+    predictor = model_option(args.model, args.routing, scales=bool(args.config or args.autoscaler))
+    kwargs: dict[str, Any] = dict(
+        predictor=predictor,
+        endpoint=args.endpoint,
+        timeout_s=args.timeout if args.timeout > 0 else None,
+        tick_s=args.tick,
+        spinup_s=args.spinup,
+        name_prefix=args.name_prefix,
+        create_timeout_s=args.create_timeout,
+        keep_clusters=args.keep_clusters,
+    )
+    if args.config:
+        now = dt.datetime.now(dt.timezone.utc)
+        start_s = args.start_s if args.start_s is not None else (now - now.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds()
+        svc = serve(config=ExecutionConfig.load(args.config), start_s=start_s, **kwargs)
+    else:
+        svc = serve(args.clusters or [16, 16], args.autoscaler, routing=args.routing or "autoslo", **kwargs)
+    # From here the workgroups exist: Ctrl-C or a supervisor's SIGTERM stops serving and deletes them.
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        server = make_server(svc, args.host, args.port)
+        threading.Thread(target=server.serve_forever, name="autoslo-serve-http", daemon=True).start()
+        port = server.server_address[1]
+        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters()}), flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        server.shutdown()
+        server.server_close()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        svc.stop()
+    print(json.dumps({"stopped": True, "events": svc.events()}), flush=True)
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add ``local`` and ``live`` to the ``autoslo`` command line."""
     p = sub.add_parser("local", help="a local Redshift Serverless endpoint backed by PostgreSQL, and its TPC-DS database", description="A Redshift Serverless endpoint on 127.0.0.1 whose workgroups are PostgreSQL servers (a functional stand-in, not a performance model).")
@@ -178,3 +229,28 @@ def register(sub: Any) -> None:
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_live)
+
+    p = sub.add_parser(
+        "serve",
+        help="serve routing decisions over real clusters: an HTTP/JSON API your gateway asks where each query goes",
+        description="Keep a plan's Redshift Serverless workgroups (AWS by default, or --endpoint / AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS), "
+        "scale them with its autoscaler, and answer on HTTP where each query goes: POST /route {query_id, template, instance, "
+        "slo?, tenant?, class?} returns the workgroup's endpoint, POST /complete {query_id} when it ends, POST /lost {cluster_id, why}, "
+        "GET /clusters, /events, /health (docs/live.md). Your client runs the SQL. Ctrl-C or SIGTERM stops serving and deletes the workgroups.",
+    )
+    p.add_argument("--config", metavar="YAML", help="the plan to serve (`autoslo tune` writes one): clusters, schedule, routing, autoscaler, deadlines")
+    p.add_argument("--start-s", dest="start_s", type=argtypes.seconds_or_zero, help="how far into the plan's day the service starts, in seconds (default: now, UTC)")
+    p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
+    p.add_argument("--routing", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; not with --config)")
+    p.add_argument("--autoscaler", choices=_core.SCALING_POLICIES, help="scaling policy by name (default: none, or --config's)")
+    p.add_argument("--model", metavar="DIR", help="Latency Predictor model directory (default: the bundled Iconq+)")
+    p.add_argument("--endpoint", metavar="URL", help="Redshift Serverless endpoint URL (default: the AWS SDK's)")
+    p.add_argument("--host", default="127.0.0.1", help="address the HTTP API listens on (default 127.0.0.1)")
+    p.add_argument("--port", type=argtypes.count(0), default=8080, help="its port (default 8080; 0 = any free port, printed at the start)")
+    p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="a routed query not completed within this many seconds ends as timed out (default 3600; 0 = never)")
+    p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in seconds (default 10)")
+    p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router plans with until a new workgroup is available (default 300)")
+    p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
+    p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="seconds a workgroup may take to become available (default 900)")
+    p.add_argument("--keep-clusters", dest="keep_clusters", action="store_true", help="leave the workgroups in place when stopping")
+    p.set_defaults(func=cmd_serve)

@@ -8,7 +8,8 @@
 //! A query is routed only to a cluster whose workgroup is available: when the router picks one
 //! still being created (only when no cluster is ready), `route` waits for it, up to the
 //! settings' `create_timeout_s`. A cluster the client finds dead ([`Service::lost`]) leaves the
-//! router and its workgroup is deleted. [`Service::stop`] (also on drop) stops the autoscaler and
+//! router and its workgroup is deleted. A routed query not completed within the settings'
+//! `timeout_s` ends as timed out, and a later `complete` of it is refused. [`Service::stop`] (also on drop) stops the autoscaler and
 //! deletes every workgroup unless `keep_clusters`.
 
 use std::collections::HashMap;
@@ -57,8 +58,8 @@ pub struct Service {
     fleet: Arc<Fleet>,
     cp: Arc<ControlPlane>,
     watchdog: Option<tokio::task::JoinHandle<()>>,
-    /// Query id → its cluster, until it completes.
-    routed: Mutex<HashMap<u64, ClusterId>>,
+    /// Query id → its cluster and when it was routed (control-plane s), until it completes.
+    routed: Arc<Mutex<HashMap<u64, (ClusterId, f64)>>>,
     stopped: bool,
 }
 
@@ -78,20 +79,22 @@ impl Service {
                 return Err(e.into());
             }
         };
+        let routed: Arc<Mutex<HashMap<u64, (ClusterId, f64)>>> = Arc::default();
         let watchdog = {
-            let (cp, fleet) = (Arc::clone(&cp), Arc::clone(&fleet));
+            let (cp, fleet, routed) = (Arc::clone(&cp), Arc::clone(&fleet), Arc::clone(&routed));
             rt.spawn(async move {
                 loop {
                     watch_once(&cp, &fleet);
+                    expire(&cp, &fleet, &routed);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             })
         };
-        Ok(Self { rt: Some(rt), fleet, cp, watchdog: Some(watchdog), routed: Mutex::new(HashMap::new()), stopped: false })
+        Ok(Self { rt: Some(rt), fleet, cp, watchdog: Some(watchdog), routed, stopped: false })
     }
 
-    fn routed(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ClusterId>> {
-        self.routed.lock().unwrap_or_else(|p| p.into_inner())
+    fn routed(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (ClusterId, f64)>> {
+        lock(&self.routed)
     }
 
     /// Route a query arriving now: its SLO is the policy's deadline for (`tenant`, `class`,
@@ -104,7 +107,7 @@ impl Service {
             return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")).into());
         }
         let c = self.cp.route_by_policy(query_id, text, tenant, class, slo)?;
-        self.routed().insert(query_id, c);
+        self.routed().insert(query_id, (c, self.cp.now()));
         let give_up = Instant::now() + Duration::from_secs_f64(self.fleet.settings.create_timeout_s);
         loop {
             let seen = self.fleet.slots().get_mut(&c).map(|s| match (&s.state, &s.endpoint) {
@@ -136,7 +139,7 @@ impl Service {
 
     /// A routed query finished now (`timed_out`: it was stopped, or failed, without an answer).
     pub fn complete(&self, query_id: u64, timed_out: bool) -> Result<()> {
-        let Some(c) = self.routed().remove(&query_id) else {
+        let Some((c, _)) = self.routed().remove(&query_id) else {
             return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is not routed (never, or already completed)")).into());
         };
         if let Some(s) = self.fleet.slots().get_mut(&c) {
@@ -223,6 +226,28 @@ impl Service {
             });
             rt.shutdown_timeout(Duration::from_secs(5));
         }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Routed queries never completed within the settings' `timeout_s` (control-plane s) end as
+/// timed out, so a client that forgets a query (or dies) does not hold its cluster busy forever.
+fn expire(cp: &ControlPlane, fleet: &Fleet, routed: &Mutex<HashMap<u64, (ClusterId, f64)>>) {
+    let Some(timeout) = fleet.settings.timeout_s else { return };
+    let now = cp.now();
+    let stale: Vec<(u64, ClusterId)> = {
+        let mut r = lock(routed);
+        let ids: Vec<u64> = r.iter().filter(|(_, (_, at))| now - at > timeout).map(|(q, _)| *q).collect();
+        ids.into_iter().filter_map(|q| r.remove(&q).map(|(c, _)| (q, c))).collect()
+    };
+    for (q, c) in stale {
+        if let Some(s) = fleet.slots().get_mut(&c) {
+            s.inflight = s.inflight.saturating_sub(1);
+        }
+        let _ = cp.complete(q, true);
     }
 }
 

@@ -102,3 +102,20 @@ fn bad_settings_are_refused_before_any_workgroup_is_made() {
     assert!(Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler(), &[8], bad, None).is_err());
     assert!(ep.workgroups().is_empty());
 }
+
+#[test]
+fn a_query_the_client_never_completes_times_out_and_frees_its_cluster() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 1, 2).unwrap());
+    let svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { timeout_s: Some(0.5), ..settings("stale") }, None).unwrap();
+    svc.route(1, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
+    svc.route(2, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
+    svc.complete(2, false).unwrap();
+    assert_eq!(svc.clusters()[0].running, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while svc.clusters()[0].running > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(svc.clusters()[0].running, 0, "timed out after 0.5 s");
+    assert!(svc.complete(1, false).unwrap_err().to_string().contains("not routed"));
+}
