@@ -66,6 +66,10 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "autoslo"
+        protocol_version = "HTTP/1.1"  # keep-alive: a gateway reuses its connection
+        # Without it, a response's header and body writes wait on the client's delayed ACK
+        # (Nagle): about 44 ms a request on Linux, measured with benches/serve_http.py.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             pass
