@@ -360,6 +360,18 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
             assert call(f"{url}/complete", {"query_id": 2, "timed_out": True}) == (200, {})
             assert call(f"{url}/health")[1]["ok"] is True
             assert call(f"{url}/nowhere")[0] == 404
+            # One kept-alive connection, as a gateway keeps it: a refused request leaves it usable.
+            import http.client
+            import urllib.parse
+
+            u = urllib.parse.urlsplit(url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            for method, path, body, status in [("POST", "/nowhere", b'{"x": 1}', 404), ("GET", "/health", None, 200), ("POST", "/route", b'{"query_id": 5}', 400), ("GET", "/health", None, 200)]:
+                conn.request(method, path, body)
+                r = conn.getresponse()
+                r.read()
+                assert r.status == status, (path, r.status)
+            conn.close()
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=60)
         finally:

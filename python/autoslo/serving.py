@@ -93,12 +93,21 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -
                 self._answer(404, {"error": f"no {self.path}: GET /clusters, /events or /health"})
 
         def do_POST(self) -> None:
+            # The body is read first, whatever the answer: the connection is kept alive.
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.close_connection = True
+                self._answer(400, {"error": "a POST needs a Content-Length"})
+                return
+            raw = self.rfile.read(length)
             if self.path not in _FIELDS:
                 self._answer(404, {"error": f"no {self.path}: POST /route, /complete or /lost"})
                 return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                f = _fields(self.path, json.loads(self.rfile.read(length) or b"null"))
+                f = _fields(self.path, json.loads(raw or b"null"))
                 if self.path == "/route":
                     where = svc.route(f["query_id"], f["template"], f["instance"], f.get("slo"), tenant=f.get("tenant"), workload_class=f.get("class"))
                     self._answer(200, where)
