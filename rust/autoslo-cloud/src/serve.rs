@@ -103,11 +103,16 @@ impl Service {
         if self.stopped {
             return Err(CloudError::Stopped);
         }
-        if self.routed().contains_key(&query_id) {
-            return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")).into());
-        }
-        let c = self.cp.route_by_policy(query_id, text, tenant, class, slo)?;
-        self.routed().insert(query_id, (c, self.cp.now()));
+        let c = {
+            // Held while routing (the router serialises decisions anyway): one id, one route.
+            let mut routed = self.routed();
+            if routed.contains_key(&query_id) {
+                return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")).into());
+            }
+            let c = self.cp.route_by_policy(query_id, text, tenant, class, slo)?;
+            routed.insert(query_id, (c, self.cp.now()));
+            c
+        };
         let give_up = Instant::now() + Duration::from_secs_f64(self.fleet.settings.create_timeout_s);
         loop {
             let seen = self.fleet.slots().get_mut(&c).map(|s| match (&s.state, &s.endpoint) {
