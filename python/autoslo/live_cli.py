@@ -21,6 +21,16 @@ from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import check_output, read_workload, write_table
 
 
+def _plan_options(args: argparse.Namespace) -> Any:
+    """Refuse --clusters, --routing or --autoscaler beside --config (the configuration sets them);
+    the predictor --model names, where something predicts."""
+    if args.config:
+        overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
+        if overlap:
+            raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
+    return model_option(args.model, args.routing, scales=bool(args.config or args.autoscaler))
+
+
 def cmd_local_prepare(args: argparse.Namespace) -> int:
     data = prepare_tpcds(args.data, scale=args.scale, query_timeout_s=args.query_timeout, replace=args.replace)
     m = data.manifest
@@ -49,11 +59,7 @@ def cmd_live(args: argparse.Namespace) -> int:
     # What can be checked without a database or an endpoint is checked first.
     if args.local and args.endpoint:
         raise ValueError("give --endpoint or --local, not both")
-    if args.config:
-        overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
-        if overlap:
-            raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
-    predictor = model_option(args.model, args.routing, scales=bool(args.config or args.autoscaler))
+    predictor = _plan_options(args)
     for out in (args.trace, args.events_out, args.decisions_out):
         check_output(out)
     wl = read_workload(args.workload, kappa=args.kappa)
@@ -128,13 +134,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from autoslo.serving import make_server
 
-    if args.config:
-        overlap = [f"--{d}" for d in ("clusters", "routing", "autoscaler") if getattr(args, d) is not None]
-        if overlap:
-            raise ValueError(f"--config sets the clusters, routing and autoscaler: give {', '.join(overlap)} in the configuration, not beside it")
-    elif args.start_s is not None:
+    if not args.config and args.start_s is not None:
         raise ValueError("--start-s places a configuration's schedule in the day: give it with --config")
-    predictor = model_option(args.model, args.routing, scales=bool(args.config or args.autoscaler))
+    predictor = _plan_options(args)
     kwargs: dict[str, Any] = dict(
         predictor=predictor,
         endpoint=args.endpoint,
