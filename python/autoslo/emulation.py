@@ -15,6 +15,7 @@ from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.progress import progress_bar
+from autoslo.tables import html_table
 from autoslo.placement import Ejection
 from autoslo.tenancy import AdmissionQueue, Budgets, DeadlineAdmission, Reservation
 from autoslo.tuner import ExecutionConfig
@@ -112,23 +113,10 @@ class EmulationResult:
 
     def _repr_html_(self) -> str:
         """Jupyter: the summary, and violation rate and cost per tenant × class."""
-        import html
-
-        def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
-            def cell(v: object) -> str:
-                return f"{v:.4f}" if isinstance(v, float) and abs(v) < 10 else f"{v:.2f}" if isinstance(v, float) else html.escape("-" if v is None else str(v))
-
-            head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-            body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in cols) + "</tr>" for r in rows)
-            return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
         s = self.summary()
         per = self.per_tenant_class().to_pylist() if self.queries else []
-        return (
-            f"<b>{type(self).__name__}</b>"
-            + table([s], list(s))
-            + (table(per, ["tenant", "class", "queries", "met", "late", "rejected", "violation_rate", "latency_p50", "latency_p95", "cost"]) if per else "")
-        )
+        cols = ["tenant", "class", "queries", "met", "late", "rejected", "violation_rate", "latency_p50", "latency_p95", "cost"]
+        return f"<b>{type(self).__name__}</b>" + html_table([s], list(s)) + (html_table(per, cols) if per else "")
 
     def per_tenant_class(self) -> pa.Table:
         """Per tenant × class: ``queries`` offered, ``admitted``, and by outcome ``met`` (the

@@ -5,6 +5,7 @@ decisions over real clusters, on HTTP)."""
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import signal
 import sys
@@ -16,6 +17,7 @@ import pyarrow.compute as pc
 from autoslo import _core, argtypes
 from autoslo.bundled import model_option
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
+from autoslo.serving import make_server
 from autoslo.tables import fmt_table
 from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import check_output, read_workload, write_table
@@ -130,10 +132,6 @@ def cmd_live(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import datetime as dt
-
-    from autoslo.serving import make_server
-
     if not args.config and args.start_s is not None:
         raise ValueError("--start-s places a configuration's schedule in the day: give it with --config")
     predictor = _plan_options(args)

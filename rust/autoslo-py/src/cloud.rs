@@ -242,7 +242,7 @@ pub fn live(
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = crate::with_slo_policy(workload_in(workload, None, None, None, None)?, config)?;
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-    let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
+    let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
     let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
     let settings = LiveSettings { time_scale, timeout_s, pool_size, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, max_attempts, keep_clusters, db_user: db_user.into(), db_name: db_name.into(), db_password };
     let rt = runtime()?;

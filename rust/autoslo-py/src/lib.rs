@@ -333,9 +333,14 @@ fn sharing_policy(w: &Workload, (shares, (reservation, weight), max_wait_s, exce
     Ok(tenancy::SharingPolicy { shares: by_index, default: tenancy::Share { reservation, weight }, max_wait_s, excess_only })
 }
 
+/// The SLO policy of execution configuration `config` (JSON), if it has one.
+pub(crate) fn slo_policy_of(config: Option<&str>) -> PyResult<Option<tenancy::SloPolicy>> {
+    Ok(config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy))
+}
+
 /// `w` with the SLO policy of execution configuration `config` (JSON), if it has one.
 pub(crate) fn with_slo_policy(w: Workload, config: Option<&str>) -> PyResult<Workload> {
-    match config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy) {
+    match slo_policy_of(config)? {
         Some(p) => p.apply(&w).map_err(err),
         None => Ok(w),
     }

@@ -170,12 +170,12 @@ impl PyControlPlane {
         config: Option<&str>,
     ) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-        let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
+        let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
         let lifecycle = crate::lifecycle_of(lifecycle, spinup_s, teardown_s)?;
         // The selector's δ: the fixed delay, or the given one for measured timings.
         let scaler = crate::scaling::scaler(autoscaler_spec(autoscaler)?, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
-        let policy = config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy);
+        let policy = crate::slo_policy_of(config)?;
         Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)? })
     }
 

@@ -108,3 +108,9 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
         }
     }
 }
+
+/// The router of a live run or service: `routing` by name over `predictor`, billing with
+/// `billing`, `slo_headroom` for the `autoslo` policies.
+pub fn live_router(routing: &str, predictor: Option<&Bound<'_, crate::predictor::PyPredictor>>, billing: autoslo_core::billing::BillingPolicy, seed: u64, slo_headroom: f64) -> PyResult<Box<dyn autoslo_core::control::Router>> {
+    autoslo_core::router::router_by_name(routing, predictor.map(|p| &p.get().inner), autoslo_core::router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)
+}

@@ -15,7 +15,7 @@ use pyo3::types::PyDict;
 
 use crate::cloud::{cloud_err, manager_options, runtime};
 use crate::predictor::PyPredictor;
-use crate::{convert, err, AutoSloCoreError};
+use crate::{convert, AutoSloCoreError};
 
 /// A long-running control plane over Redshift Serverless workgroups (see `autoslo.live.serve`).
 #[pyclass(name = "Service", module = "autoslo._core", frozen)]
@@ -59,9 +59,9 @@ impl PyService {
         slo_headroom: f64,
     ) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
-        let r = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)?;
+        let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
         let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
-        let policy = config.map(autoslo_core::tuner::ExecutionConfig::from_json).transpose().map_err(err)?.and_then(|c| c.slo_policy);
+        let policy = crate::slo_policy_of(config)?;
         let settings = LiveSettings { time_scale, timeout_s, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, keep_clusters, ..Default::default() };
         let opts = manager_options(endpoint, region, 6);
         let rt = runtime()?;
