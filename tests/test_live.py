@@ -9,6 +9,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,11 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import autoslo
 from autoslo import _core, base_workload
 from autoslo.cli import main
 from autoslo.live import ClusterManager, LocalData, LocalEndpoint, live, prepare_tpcds, runnable
 from autoslo.tuner import ExecutionConfig
-from autoslo.workloads import write_table
+from autoslo.workloads import read_table, write_table
 
 pytestmark = pytest.mark.live
 
@@ -316,10 +318,30 @@ def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups()
             assert svc.clusters()[1]["state"] == "deleted"
             assert svc.route(10, 3, 1, tenant="acme", workload_class="dashboard")["cluster_id"] == 0
             svc.complete(10)
+            svc.route(12, 5, 2, 90.0)  # still running at the stop: cancelled
         time.sleep(0.3)
         assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
         with pytest.raises(_core.AutoSloCoreError, match="stopped"):
             svc.route(11, 3, 1, 5.0)
+    # What it served: every routed query once, with its SLO, cluster and outcome, per tenant × class.
+    served = svc.take_served()
+    assert sorted(served["query_id"].to_pylist()) == [0, 1, 2, 3, 9, 10, 12]
+    rows = {r["query_id"]: r for r in served.to_pylist()}
+    assert rows[9]["slo"] == 60.0 and rows[0]["slo"] == 5.0 and rows[9]["class"] == "adhoc"
+    assert rows[12]["outcome"] == "cancelled" and not rows[12]["met"] and (rows[12]["tenant"], rows[12]["class"]) == ("default", "adhoc")
+    assert all(rows[q]["outcome"] == "completed" and rows[q]["met"] for q in (0, 1, 2, 3, 9, 10))
+    assert served.schema.field("arrival").type == pa.timestamp("us", tz="UTC")
+    totals = {(t["tenant"], t["class"]): t for t in svc.totals().to_pylist()}
+    assert (totals["acme", "dashboard"]["met"], totals["acme", "adhoc"]["met"], totals["default", "adhoc"]["cancelled"]) == (5, 1, 1)
+    assert totals["acme", "dashboard"]["violation_rate"] == 0.0 and totals["default", "adhoc"]["violation_rate"] == 1.0
+    assert svc.cost() > 0 and all(c["billed_s"] > 0 for c in svc.clusters())
+    # A query log as it is: the reservoir stores it as history, the emulator replays it.
+    with tempfile.TemporaryDirectory() as d:
+        res = autoslo.Reservoir(d)
+        days = res.append(served)
+        assert len(days) == 1 and res.queries(days) == 7
+        autoslo.write_table(served, f"{d}/served.parquet")
+        assert autoslo.read_workload(f"{d}/served.parquet").num_rows == 7
 
 
 def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_path: Path) -> None:
@@ -337,7 +359,7 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
     policy = {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}
     ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin", "slo_policy": policy}).save(tmp_path / "plan.yaml")
     with LocalEndpoint(time_factor=0.005) as ep:
-        cmd = [sys.executable, "-m", "autoslo", "serve", "--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http"]
+        cmd = [sys.executable, "-m", "autoslo", "serve", "--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http", "--log", str(tmp_path / "log"), "--log-every", "0.5"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             start = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
@@ -360,6 +382,17 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
             assert call(f"{url}/complete", {"query_id": 2, "timed_out": True}) == (200, {})
             assert call(f"{url}/health")[1]["ok"] is True
             assert call(f"{url}/nowhere")[0] == 404
+            stats = call(f"{url}/stats")[1]
+            by = {(t["tenant"], t["class"]): t for t in stats["totals"]}
+            assert (by["acme", "dashboard"]["met"], by["default", "adhoc"]["timed_out"], by["default", "adhoc"]["violation_rate"]) == (1, 1, 1.0), stats
+            with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+                assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                metrics = r.read().decode()
+            assert 'autoslo_queries_ended_total{tenant="acme",class="dashboard",outcome="met"} 1.0' in metrics, metrics
+            assert 'autoslo_clusters{state="available"} 2.0' in metrics and "# TYPE autoslo_billed_dollars_total counter" in metrics
+            time.sleep(1.5)  # a log part is written every 0.5 s
+            parts = list((tmp_path / "log").iterdir())
+            assert parts and all(p.name.startswith("served-") and p.suffix == ".parquet" for p in parts), parts
             # One kept-alive connection, as a gateway keeps it: a refused request leaves it usable.
             import http.client
             import urllib.parse
@@ -378,7 +411,17 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 0, err
-        assert json.loads(out.strip().splitlines()[-1])["stopped"] is True
+        end = json.loads(out.strip().splitlines()[-1])
+        assert end["stopped"] is True and end["cost"] > 0
+        # The log: each query once, across its parts, as a query log the reservoir takes.
+        log = read_table(tmp_path / "log")  # the directory of parts, as one table
+        assert sorted(zip(log["query_id"].to_pylist(), log["outcome"].to_pylist())) == [(1, "completed"), (2, "timeout")]
+        assert not list((tmp_path / "log").glob(".*")), "no part left half-written"
+        # The daily cycle's ingest takes the directory: the day's rows, as history for tomorrow.
+        day = log["arrival"][0].as_py().date()
+        from autoslo.airflow import ingest
+
+        assert ingest(tmp_path / "res", tmp_path / "log", day)["queries_stored"] == sum(a.date() == day for a in log["arrival"].to_pylist())
         time.sleep(0.3)
         assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()  # deleting, or gone
 

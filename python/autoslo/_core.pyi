@@ -330,7 +330,21 @@ class Service:
     def lost(self, cluster_id: int, why: str) -> None:
         """The client found a cluster dead: it leaves the router and its workgroup is deleted."""
     def clusters(self) -> list[dict[str, Any]]:
-        """Every cluster so far (cluster_id, size, workgroup, state, running, address, port)."""
+        """Every cluster so far (cluster_id, size, workgroup, state, running, address, port,
+        and its bill so far: billed_s, cost)."""
+    def cost(self) -> float:
+        """Dollars billed so far over every cluster."""
+    def totals(self) -> pa.Table:
+        """The queries so far per tenant × class (routed, running, met, late, timed_out, failed,
+        cancelled, violation_rate, latency_mean)."""
+    def take_served(self) -> pa.Table:
+        """Take the queries that ended since the last take: a query log (query_id, arrival,
+        arrival_s, template, instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome,
+        met)."""
+    def keep_log(self, on: bool) -> None:
+        """Keep the log of ended queries (on from the start) or not."""
+    def log_dropped(self) -> int:
+        """Ended queries dropped from a full log (more than 262,144 not taken)."""
     def events(self) -> list[dict[str, object]]:
         """Every change of the cluster set so far (time, cluster_id, size, event, reason)."""
     def decisions(self) -> pa.Table:

@@ -326,7 +326,17 @@ def serve(
     does not hold its cluster busy. ``svc.clusters()``, ``svc.events()`` and
     ``svc.decisions()`` say what the service has and did. ``svc.stop()`` (also on leaving the
     ``with`` block) stops the autoscaler and deletes every workgroup, unless ``keep_clusters``,
-    once its routed queries complete or ``delete_timeout_s`` has passed."""
+    once its routed queries complete or ``delete_timeout_s`` has passed; queries still running
+    then end as ``cancelled``.
+
+    What it served is kept. ``svc.totals()`` counts the queries per tenant × class (met, late,
+    timed out, failed, cancelled, violation rate); ``svc.clusters()`` carries each workgroup's
+    bill so far and ``svc.cost()`` their sum. ``svc.take_served()`` takes the queries that
+    ended since the last take, as a query log (arrival as a UTC timestamp, template, instance,
+    tenant, class, SLO, cluster, latency, outcome): append it to the Workload Reservoir and
+    tomorrow's plan is tuned on today's traffic. Take it regularly: the service holds at most
+    262,144 ended queries not taken and drops the oldest past that (``svc.log_dropped()``), or
+    turn it off with ``svc.keep_log(False)``."""
     plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s)
     return _core.Service(
         plan.clusters,

@@ -10,6 +10,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 import pyarrow.compute as pc
@@ -17,7 +18,7 @@ import pyarrow.compute as pc
 from autoslo import _core, argtypes
 from autoslo.bundled import model_option
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
-from autoslo.serving import make_server
+from autoslo.serving import make_server, write_served
 from autoslo.tables import fmt_table
 from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import check_output, read_workload, write_table
@@ -151,17 +152,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         svc = serve(config=ExecutionConfig.load(args.config), start_s=start_s, **kwargs)
     else:
         svc = serve(args.clusters or [16, 16], args.autoscaler, routing=args.routing or "autoslo", **kwargs)
+    if not args.log:
+        svc.keep_log(False)
     # From here the workgroups exist: Ctrl-C or a supervisor's SIGTERM stops serving and deletes them.
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    parts: list[str] = []
+
+    def flush_log() -> None:
+        if args.log and (part := write_served(svc, args.log)) is not None:
+            parts.append(str(part))
+
     try:
         server = make_server(svc, args.host, args.port)
         threading.Thread(target=server.serve_forever, name="autoslo-serve-http", daemon=True).start()
         port = server.server_address[1]
-        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters()}), flush=True)
+        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters(), "log": args.log}), flush=True)
         try:
+            last = time.monotonic()
             while not stop.wait(0.5):
-                pass
+                if time.monotonic() - last >= args.log_every:
+                    flush_log()
+                    last = time.monotonic()
         except KeyboardInterrupt:
             pass
         server.shutdown()
@@ -169,7 +181,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         svc.stop()
-    print(json.dumps({"stopped": True, "events": svc.events()}), flush=True)
+        # After the stop, which ends what still ran as cancelled: the log loses nothing.
+        flush_log()
+    print(json.dumps({"stopped": True, "events": svc.events(), "cost": svc.cost(), "totals": svc.totals().to_pylist(), "log_parts": parts}), flush=True)
     return 0
 
 
@@ -236,7 +250,8 @@ def register(sub: Any) -> None:
         description="Keep a plan's Redshift Serverless workgroups (AWS by default, or --endpoint / AWS_ENDPOINT_URL_REDSHIFT_SERVERLESS), "
         "scale them with its autoscaler, and answer on HTTP where each query goes: POST /route {query_id, template, instance, "
         "slo?, tenant?, class?} returns the workgroup's endpoint, POST /complete {query_id} when it ends, POST /lost {cluster_id, why}, "
-        "GET /clusters, /events, /health (docs/live.md). Your client runs the SQL. Ctrl-C or SIGTERM stops serving and deletes the workgroups.",
+        "GET /clusters, /events, /health, /stats, /metrics (Prometheus) (docs/live.md). Your client runs the SQL. With --log, every query that ends "
+        "is written to Parquet parts, a query log `autoslo reservoir add` takes. Ctrl-C or SIGTERM stops serving and deletes the workgroups.",
     )
     p.add_argument("--config", metavar="YAML", help="the plan to serve (`autoslo tune` writes one): clusters, schedule, routing, autoscaler, deadlines")
     p.add_argument("--start-s", dest="start_s", type=argtypes.seconds_or_zero, help="how far into the plan's day the service starts, in seconds (default: now, UTC)")
@@ -253,4 +268,6 @@ def register(sub: Any) -> None:
     p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
     p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="seconds a workgroup may take to become available (default 900)")
     p.add_argument("--keep-clusters", dest="keep_clusters", action="store_true", help="leave the workgroups in place when stopping")
+    p.add_argument("--log", metavar="DIR", help="write every query that ends (SLO, cluster, latency, outcome) to Parquet parts in DIR: history for `autoslo reservoir add --log` (default: no log)")
+    p.add_argument("--log-every", dest="log_every", type=argtypes.positive, default=300.0, help="seconds between log parts (default 300; the last is written at the stop)")
     p.set_defaults(func=cmd_serve)

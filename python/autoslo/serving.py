@@ -11,6 +11,10 @@ POST     /lost        ``{"cluster_id", "why"}`` → ``{}``
 GET      /clusters    → ``[{"cluster_id", "size", "workgroup", "state", "running", "address", "port"}]``
 GET      /events      → ``[{"time", "cluster_id", "size", "event", "reason"}]``
 GET      /health      → ``{"ok": true, "now": <service clock>}``
+GET      /stats       → ``{"now", "cost", "totals": [{"tenant", "class", "routed", "running", "met",
+                      "late", "timed_out", "failed", "cancelled", "violation_rate",
+                      "latency_mean"}]}``
+GET      /metrics     → the same, and each cluster's bill, in Prometheus's text format
 =======  ===========  ===========================================================================
 
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
@@ -20,9 +24,14 @@ the service stopping) 503.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from autoslo import _core
 
@@ -61,6 +70,73 @@ def _fields(path: str, body: Any) -> dict[str, Any]:
     return out
 
 
+def stats(svc: _core.Service) -> dict[str, Any]:
+    """What ``GET /stats`` answers: the service's clock, dollars billed so far, and the queries so
+    far per tenant × class (violation_rate and latency_mean null until a query ended)."""
+    return {"now": svc.now(), "cost": svc.cost(), "totals": svc.totals().to_pylist()}
+
+
+def _label(v: object) -> str:
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _sample(name: str, labels: dict[str, object], value: float) -> str:
+    inner = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+    return f"{name}{{{inner}}} {value!r}" if inner else f"{name} {value!r}"
+
+
+def metrics(svc: _core.Service) -> str:
+    """What ``GET /metrics`` answers, in Prometheus's text exposition format (0.0.4): queries
+    routed, running and ended (by outcome: met, late, timed_out, failed, cancelled) per tenant ×
+    class, each cluster's billed dollars and state, and log entries dropped."""
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_: str, samples: list[str]) -> None:
+        lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", *samples])
+
+    totals = svc.totals().to_pylist()
+    tc = [({"tenant": t["tenant"], "class": t["class"]}, t) for t in totals]
+    family("autoslo_queries_routed_total", "counter", "Queries routed, per tenant and class.", [_sample("autoslo_queries_routed_total", lab, float(t["routed"])) for lab, t in tc])
+    family("autoslo_queries_running", "gauge", "Queries routed and not yet ended, per tenant and class.", [_sample("autoslo_queries_running", lab, float(t["running"])) for lab, t in tc])
+    outcomes = ("met", "late", "timed_out", "failed", "cancelled")
+    family(
+        "autoslo_queries_ended_total",
+        "counter",
+        "Queries that ended, per tenant, class and outcome (met: completed within the SLO).",
+        [_sample("autoslo_queries_ended_total", {**lab, "outcome": o}, float(t[o])) for lab, t in tc for o in outcomes],
+    )
+    clusters = svc.clusters()
+    family(
+        "autoslo_billed_dollars_total",
+        "counter",
+        "Dollars billed so far, per cluster (while it runs queries, with the billing minimum).",
+        [_sample("autoslo_billed_dollars_total", {"cluster": c["cluster_id"], "workgroup": c["workgroup"], "size": c["size"]}, float(c["cost"])) for c in clusters],
+    )
+    states = ("creating", "available", "lost", "deleted")
+    family("autoslo_clusters", "gauge", "Clusters by state.", [_sample("autoslo_clusters", {"state": st}, float(sum(c["state"] == st for c in clusters))) for st in states])
+    family("autoslo_log_dropped_total", "counter", "Ended queries dropped from a full log.", [_sample("autoslo_log_dropped_total", {}, float(svc.log_dropped()))])
+    return "\n".join(lines) + "\n"
+
+
+def write_served(svc: _core.Service, directory: str | os.PathLike[str]) -> Path | None:
+    """Take the queries that ended since the last take and write them as one Parquet part,
+    ``served-<UTC time>-<first query id>.parquet``, in ``directory`` (made if missing), atomically
+    (a temporary file, then a rename). Returns the part, or ``None`` when nothing ended. The
+    parts are a query log: ``autoslo reservoir add --log DIR/served-*.parquet`` stores them as
+    history for tomorrow's tuning."""
+    table = svc.take_served()
+    if table.num_rows == 0:
+        return None
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    path = out / f"served-{stamp}-{table['query_id'][0].as_py()}.parquet"
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
 def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:
     """An HTTP server (not yet serving: call ``serve_forever``) answering for ``svc``."""
 
@@ -89,8 +165,17 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -
                 self._answer(200, svc.events())
             elif self.path == "/health":
                 self._answer(200, {"ok": True, "now": svc.now()})
+            elif self.path == "/stats":
+                self._answer(200, stats(svc))
+            elif self.path == "/metrics":
+                data = metrics(svc).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             else:
-                self._answer(404, {"error": f"no {self.path}: GET /clusters, /events or /health"})
+                self._answer(404, {"error": f"no {self.path}: GET /clusters, /events, /health, /stats or /metrics"})
 
         def do_POST(self) -> None:
             # The body is read first, whatever the answer: the connection is kept alive.

@@ -167,7 +167,7 @@ def register(sub: Any) -> None:
     rs = p.add_subparsers(dest="action", required=True)
     a = rs.add_parser("add", help="add a query log (Parquet or CSV: arrival, template, instance, [tenant, class])")
     a.add_argument("--reservoir", required=True, metavar="DIR")
-    a.add_argument("--log", required=True, metavar="FILE", help="query log or workload (.parquet or .csv); `autoslo workload` writes one")
+    a.add_argument("--log", required=True, metavar="PATH", help="query log or workload (.parquet or .csv; `autoslo workload` writes one), or a directory of Parquet parts (`autoslo serve --log` writes one; add a finished day with --replace)")
     a.add_argument("--start-date", dest="start_date", metavar="YYYY-MM-DD", help="calendar date of second 0, when arrivals are seconds")
     a.add_argument("--replace", action="store_true", help="replace the stored days the log covers (re-ingesting a day is idempotent; without it, a log added before is refused)")
     a.add_argument("--max-arrivals-per-hour", dest="max_arrivals_per_hour", type=argtypes.count(2), default=2000, help="arrival offsets kept per hour (default 2000)")

@@ -97,12 +97,19 @@ def check_output(path: str | PathLike[str] | None) -> None:
 
 def read_table(path: str | PathLike[str]) -> pa.Table:
     """Read a table (a workload, a query log or a trace): CSV when the name ends ``.csv`` or
-    ``.csv.gz``, Parquet otherwise."""
+    ``.csv.gz``, Parquet otherwise. A directory reads as its ``*.parquet`` files in name order,
+    one table (the parts ``autoslo serve --log`` writes, for example); hidden files, such as a
+    part still being written, are left out."""
     csv = str(path).lower().endswith((".csv", ".csv.gz"))
     if "://" not in str(path):  # a local path; URIs (s3://…) go to pyarrow's filesystems as given
         p = Path(path)
+        if p.is_dir():
+            parts = sorted(f for f in p.glob("*.parquet") if not f.name.startswith((".", "_")))
+            if not parts:
+                raise FileNotFoundError(f"{p} is a directory with no Parquet file (*.parquet) in it")
+            return pa.concat_tables([pq.read_table(f) for f in parts], promote_options="default")
         if not p.is_file():
-            raise FileNotFoundError(f"no {'CSV' if csv else 'Parquet'} file at {p}" + (" (it is a directory)" if p.is_dir() else ""))
+            raise FileNotFoundError(f"no {'CSV' if csv else 'Parquet'} file at {p}")
     return pcsv.read_csv(path) if csv else pq.read_table(path)
 
 

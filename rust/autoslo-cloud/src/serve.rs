@@ -11,17 +11,25 @@
 //! router and its workgroup is deleted. A routed query not completed within the settings'
 //! `timeout_s` ends as timed out, and a later `complete` of it is refused. [`Service::stop`] (also on drop) stops the autoscaler and
 //! deletes every workgroup unless `keep_clusters`.
+//!
+//! What it served is kept, so a day served is a day of history: every routed query ends in the
+//! service's log with its SLO, cluster, latency and outcome ([`Service::take_served`], drained by
+//! the caller, e.g. into the Workload Reservoir), and in running totals per tenant × class
+//! ([`Service::totals`]). Each workgroup's bill so far follows Redshift Serverless's rule (billed
+//! while it runs queries, with the billing minimum; [`ServedCluster::cost`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use autoslo_core::autoscaler::Decision;
+use autoslo_core::billing::BillingTimer;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::ClusterId;
 use autoslo_core::control::{Router, Scaler};
 use autoslo_core::control_plane::{ControlPlane, LiveEvent};
 use autoslo_core::tenancy::SloPolicy;
+pub use autoslo_core::trace::Outcome;
 
 use crate::error::{CloudError, Result};
 use crate::live::{check_fleet, delete_left, start_fleet, watch_once, Fleet, LiveSettings, SlotState};
@@ -40,7 +48,7 @@ pub struct Route {
 }
 
 /// A cluster of the service.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServedCluster {
     pub cluster: ClusterId,
     pub size: u32,
@@ -50,6 +58,154 @@ pub struct ServedCluster {
     /// Queries routed to it and not yet completed.
     pub running: usize,
     pub endpoint: Option<(String, u16)>,
+    /// Seconds billed so far: while it ran queries, each busy period at least the billing
+    /// minimum (Redshift Serverless's rule, as the emulator bills).
+    pub billed_s: f64,
+    /// Those seconds' cost (dollars) at the settings' price.
+    pub cost: f64,
+}
+
+/// One query the service routed, from its routing to its end: an entry of the service's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedQuery {
+    pub query_id: u64,
+    pub text: QueryText,
+    pub tenant: String,
+    pub class: String,
+    /// Its SLO (s): the policy's deadline, else the caller's.
+    pub slo: f64,
+    /// When it was routed (the service's clock, s; [`Service::started_unix`] is its zero).
+    pub arrival: f64,
+    /// The cluster and its size (RPU) it was sent to; `None` when it could not be placed.
+    pub cluster: Option<(ClusterId, u32)>,
+    /// When it ended (the service's clock): reported complete, timed out, found unplaceable,
+    /// or left running at the stop.
+    pub end: f64,
+    /// `Completed`, `TimedOut` (the client said so, or `timeout_s` passed), `Failed` (never
+    /// placed) or `Cancelled` (still running when the service stopped).
+    pub outcome: Outcome,
+}
+
+impl ServedQuery {
+    /// end − arrival (s): what the client saw, connection and SQL included.
+    pub fn latency(&self) -> f64 {
+        self.end - self.arrival
+    }
+
+    /// Completed within its SLO.
+    pub fn met(&self) -> bool {
+        self.outcome == Outcome::Completed && self.latency() <= self.slo
+    }
+}
+
+/// The queries of one tenant × class so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServedTotals {
+    pub tenant: String,
+    pub class: String,
+    pub routed: u64,
+    /// Routed and not yet ended.
+    pub running: u64,
+    /// Completed within the SLO.
+    pub met: u64,
+    /// Completed after it.
+    pub late: u64,
+    pub timed_out: u64,
+    /// Never placed (the cluster lost or never available).
+    pub failed: u64,
+    /// Still running at the stop.
+    pub cancelled: u64,
+    /// Sum of the completed queries' latencies (s).
+    pub completed_latency_s: f64,
+}
+
+impl ServedTotals {
+    /// Queries that ended.
+    pub fn ended(&self) -> u64 {
+        self.met + self.late + self.timed_out + self.failed + self.cancelled
+    }
+
+    /// The share of ended queries that missed their SLO (`None` before any ended).
+    pub fn violation_rate(&self) -> Option<f64> {
+        let n = self.ended();
+        (n > 0).then(|| (n - self.met) as f64 / n as f64)
+    }
+}
+
+/// The tenant a query routed without one is logged and counted under (as in a query log without
+/// tenants).
+pub const DEFAULT_TENANT: &str = "default";
+/// The class a query routed without one is logged and counted under (as in a query log without
+/// classes). The SLO policy still saw no class.
+pub const DEFAULT_CLASS: &str = "adhoc";
+
+/// The service's log keeps at most this many ended queries not yet taken; past it, the oldest
+/// are dropped and counted ([`Service::log_dropped`]).
+pub const LOG_CAPACITY: usize = 1 << 18;
+
+/// A routed query until it ends.
+struct Open {
+    cluster: ClusterId,
+    /// Its cluster's size once the query was placed there (its workgroup available).
+    placed: Option<u32>,
+    at: f64,
+    text: QueryText,
+    tenant: String,
+    class: String,
+    slo: f64,
+}
+
+/// What the service keeps of its queries, under one lock (taken before the fleet's).
+struct Books {
+    open: HashMap<u64, Open>,
+    log: VecDeque<ServedQuery>,
+    keep_log: bool,
+    dropped: u64,
+    totals: BTreeMap<(String, String), ServedTotals>,
+    bills: HashMap<ClusterId, BillingTimer>,
+}
+
+impl Books {
+    fn totals_of(&mut self, tenant: &str, class: &str) -> &mut ServedTotals {
+        self.totals.entry((tenant.to_string(), class.to_string())).or_insert_with(|| ServedTotals { tenant: tenant.to_string(), class: class.to_string(), ..Default::default() })
+    }
+
+    /// The query ended at `end` with `outcome`: counted, and logged.
+    fn finish(&mut self, query_id: u64, o: Open, end: f64, outcome: Outcome) {
+        let q = ServedQuery { query_id, text: o.text, tenant: o.tenant, class: o.class, slo: o.slo, arrival: o.at, cluster: o.placed.map(|size| (o.cluster, size)), end: end.max(o.at), outcome };
+        let t = self.totals_of(&q.tenant, &q.class);
+        t.running = t.running.saturating_sub(1);
+        match q.outcome {
+            Outcome::Completed if q.met() => t.met += 1,
+            Outcome::Completed => t.late += 1,
+            Outcome::TimedOut => t.timed_out += 1,
+            Outcome::Cancelled => t.cancelled += 1,
+            Outcome::Failed | Outcome::Rejected(_) => t.failed += 1,
+        }
+        if q.outcome == Outcome::Completed {
+            t.completed_latency_s += q.latency();
+        }
+        if self.keep_log {
+            if self.log.len() >= LOG_CAPACITY {
+                self.log.pop_front();
+                self.dropped += 1;
+            }
+            self.log.push_back(q);
+        }
+    }
+
+    /// A query left (or joined) cluster `c`, whose running count is now `running`: its bill
+    /// pauses (after the minimum) when nothing runs, and resumes with the first query.
+    fn bill(&mut self, c: ClusterId, running: usize, joined: bool, now: f64, minimum_s: f64) {
+        let timer = self.bills.entry(c).or_insert_with(|| BillingTimer::new(minimum_s));
+        // Times are read under this lock, so they never go back; `max` keeps that a guarantee.
+        let now = now.max(timer.last_event());
+        let _ = match (joined, running) {
+            (true, 1) => timer.on_arrival(now),
+            (false, 0) => timer.on_idle(now),
+            _ => Ok(()),
+        };
+    }
 }
 
 /// A control plane over workgroups, serving routing decisions (thread-safe).
@@ -58,8 +214,9 @@ pub struct Service {
     fleet: Arc<Fleet>,
     cp: Arc<ControlPlane>,
     watchdog: Option<tokio::task::JoinHandle<()>>,
-    /// Query id → its cluster and when it was routed (control-plane s), until it completes.
-    routed: Arc<Mutex<HashMap<u64, (ClusterId, f64)>>>,
+    books: Arc<Mutex<Books>>,
+    /// The service clock's zero, in seconds since 1970-01-01 UTC.
+    started_unix: f64,
     stopped: bool,
 }
 
@@ -79,22 +236,24 @@ impl Service {
                 return Err(e.into());
             }
         };
-        let routed: Arc<Mutex<HashMap<u64, (ClusterId, f64)>>> = Arc::default();
+        let books = Arc::new(Mutex::new(Books { open: HashMap::new(), log: VecDeque::new(), keep_log: true, dropped: 0, totals: BTreeMap::new(), bills: HashMap::new() }));
         let watchdog = {
-            let (cp, fleet, routed) = (Arc::clone(&cp), Arc::clone(&fleet), Arc::clone(&routed));
+            let (cp, fleet, books) = (Arc::clone(&cp), Arc::clone(&fleet), Arc::clone(&books));
             rt.spawn(async move {
                 loop {
                     watch_once(&cp, &fleet);
-                    expire(&cp, &fleet, &routed);
+                    expire(&cp, &fleet, &books);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             })
         };
-        Ok(Self { rt: Some(rt), fleet, cp, watchdog: Some(watchdog), routed, stopped: false })
+        let unix_now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let started_unix = unix_now - cp.now() / settings.time_scale;
+        Ok(Self { rt: Some(rt), fleet, cp, watchdog: Some(watchdog), books, started_unix, stopped: false })
     }
 
-    fn routed(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (ClusterId, f64)>> {
-        lock(&self.routed)
+    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
+        lock(&self.books)
     }
 
     /// Route a query arriving now: its SLO is the policy's deadline for (`tenant`, `class`,
@@ -105,38 +264,65 @@ impl Service {
         }
         let c = {
             // Held while routing (the router serialises decisions anyway): one id, one route.
-            let mut routed = self.routed();
-            if routed.contains_key(&query_id) {
+            let mut b = self.books();
+            if b.open.contains_key(&query_id) {
                 return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")).into());
             }
-            let c = self.cp.route_by_policy(query_id, text, tenant, class, slo)?;
-            routed.insert(query_id, (c, self.cp.now()));
+            let slo = self.cp.slo_of(tenant, class, text, slo)?;
+            let at = self.cp.now();
+            let c = self.cp.route(query_id, text, slo)?;
+            // Logged and counted under the names a query log without them gets.
+            let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
+            b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo });
+            let t = b.totals_of(tenant, class);
+            t.routed += 1;
+            t.running += 1;
             c
         };
         let give_up = Instant::now() + Duration::from_secs_f64(self.fleet.settings.create_timeout_s);
         loop {
-            let seen = self.fleet.slots().get_mut(&c).map(|s| match (&s.state, &s.endpoint) {
-                (SlotState::Ready(_), Some((address, port))) => {
-                    s.inflight += 1;
-                    Ok(Route { cluster: c, size: s.size, workgroup: s.name.clone(), address: address.clone(), port: *port })
+            let why = {
+                let mut b = self.books();
+                let now = self.cp.now();
+                let mut slots = self.fleet.slots();
+                let seen = match (b.open.get_mut(&query_id), slots.get_mut(&c)) {
+                    // Completed or timed out while it waited for its cluster.
+                    (None, _) => return Err(CloudError::Unroutable(format!("query {query_id} ended before cluster {c} was available"))),
+                    (Some(open), Some(s)) => match (&s.state, &s.endpoint) {
+                        (SlotState::Ready(_), Some((address, port))) => {
+                            s.inflight += 1;
+                            open.placed = Some(s.size);
+                            let route = Route { cluster: c, size: s.size, workgroup: s.name.clone(), address: address.clone(), port: *port };
+                            let running = s.inflight;
+                            drop(slots);
+                            b.bill(c, running, true, now, self.fleet.settings.billing.minimum_s);
+                            return Ok(route);
+                        }
+                        (SlotState::Ready(_), None) => Err(Some(format!("workgroup {} is available without an endpoint", s.name))),
+                        (SlotState::Pending, _) => Err(None),
+                        (SlotState::Failed(why), _) => Err(Some(format!("cluster {c} is lost: {why}"))),
+                        (SlotState::Gone, _) => Err(Some(format!("cluster {c} is deleted"))),
+                    },
+                    (Some(_), None) => Err(Some(format!("cluster {c} is not one of the service's"))),
+                };
+                match seen {
+                    Err(None) if Instant::now() < give_up => None,
+                    Err(None) => Some(format!("cluster {c} was not available within {} s", self.fleet.settings.create_timeout_s)),
+                    Err(Some(why)) => Some(why),
+                    Ok(()) => None,
                 }
-                (SlotState::Ready(_), None) => Err(Some(format!("workgroup {} is available without an endpoint", s.name))),
-                (SlotState::Pending, _) => Err(None),
-                (SlotState::Failed(why), _) => Err(Some(format!("cluster {c} is lost: {why}"))),
-                (SlotState::Gone, _) => Err(Some(format!("cluster {c} is deleted"))),
-            });
-            let why = match seen {
-                Some(Ok(route)) => return Ok(route),
-                Some(Err(None)) if Instant::now() < give_up => {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                Some(Err(None)) => format!("cluster {c} was not available within {} s", self.fleet.settings.create_timeout_s),
-                Some(Err(Some(why))) => why,
-                None => format!("cluster {c} is not one of the service's"),
+            };
+            let Some(why) = why else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
             };
             // Not run: it leaves the router's books as a query that ended now, unmet.
-            self.routed().remove(&query_id);
+            {
+                let mut b = self.books();
+                if let Some(open) = b.open.remove(&query_id) {
+                    b.finish(query_id, open, self.cp.now(), Outcome::Failed);
+                }
+            }
             let _ = self.cp.complete(query_id, true);
             return Err(CloudError::Unroutable(why));
         }
@@ -144,11 +330,13 @@ impl Service {
 
     /// A routed query finished now (`timed_out`: it was stopped, or failed, without an answer).
     pub fn complete(&self, query_id: u64, timed_out: bool) -> Result<()> {
-        let Some((c, _)) = self.routed().remove(&query_id) else {
-            return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is not routed (never, or already completed)")).into());
-        };
-        if let Some(s) = self.fleet.slots().get_mut(&c) {
-            s.inflight = s.inflight.saturating_sub(1);
+        {
+            let mut b = self.books();
+            let Some(open) = b.open.remove(&query_id) else {
+                return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is not routed (never, or already completed)")).into());
+            };
+            let now = self.cp.now();
+            end_on_cluster(&mut b, &self.fleet, query_id, open, now, if timed_out { Outcome::TimedOut } else { Outcome::Completed });
         }
         Ok(self.cp.complete(query_id, timed_out)?)
     }
@@ -165,11 +353,16 @@ impl Service {
 
     /// Every cluster the service has had, by id.
     pub fn clusters(&self) -> Vec<ServedCluster> {
+        let b = self.books();
+        let now = self.cp.now();
+        let billing = self.fleet.settings.billing;
         let mut out: Vec<ServedCluster> = self
             .fleet
             .slots()
             .iter()
-            .map(|(&id, s)| ServedCluster {
+            .map(|(&id, s)| {
+                let billed_s = b.bills.get(&id).map_or(0.0, |t| t.billed_seconds_at(now));
+                ServedCluster {
                 cluster: id,
                 size: s.size,
                 workgroup: s.name.clone(),
@@ -183,10 +376,44 @@ impl Service {
                 },
                 running: s.inflight,
                 endpoint: s.endpoint.clone(),
-            })
+                billed_s,
+                cost: billing.cost(s.size, billed_s),
+            }})
             .collect();
         out.sort_by_key(|c| c.cluster);
         out
+    }
+
+    /// Dollars billed so far over every cluster.
+    pub fn cost(&self) -> f64 {
+        self.clusters().iter().map(|c| c.cost).sum()
+    }
+
+    /// The queries so far per tenant × class, in (tenant, class) order.
+    pub fn totals(&self) -> Vec<ServedTotals> {
+        self.books().totals.values().cloned().collect()
+    }
+
+    /// Take the ended queries logged since the last take, in the order they ended.
+    pub fn take_served(&self) -> Vec<ServedQuery> {
+        self.books().log.drain(..).collect()
+    }
+
+    /// Keep a log of ended queries (on from the start), or not: off, nothing more is logged,
+    /// and the totals still count.
+    pub fn keep_log(&self, on: bool) {
+        self.books().keep_log = on;
+    }
+
+    /// Ended queries dropped from a full log (more than [`LOG_CAPACITY`] not taken).
+    pub fn log_dropped(&self) -> u64 {
+        self.books().dropped
+    }
+
+    /// The service clock's zero, in seconds since 1970-01-01 UTC: a logged query arrived at
+    /// `started_unix() + arrival` (with `time_scale` 1, the wall-clock time).
+    pub fn started_unix(&self) -> f64 {
+        self.started_unix
     }
 
     /// The control plane's log: spinups, teardowns, failures, skipped decisions.
@@ -222,13 +449,25 @@ impl Service {
             }
             let fleet = Arc::clone(&self.fleet);
             let wait = Duration::from_secs_f64(self.fleet.settings.delete_timeout_s);
-            rt.block_on(async move {
+            rt.block_on(async {
                 let until = tokio::time::Instant::now() + wait;
                 while fleet.slots().values().any(|s| s.inflight > 0) && tokio::time::Instant::now() < until {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                delete_left(&fleet).await;
             });
+            // What is still running is cancelled, in the log as in the totals.
+            {
+                let mut b = self.books();
+                let now = self.cp.now();
+                let mut left: Vec<u64> = b.open.keys().copied().collect();
+                left.sort_unstable();
+                for q in left {
+                    if let Some(open) = b.open.remove(&q) {
+                        end_on_cluster(&mut b, &self.fleet, q, open, now, Outcome::Cancelled);
+                    }
+                }
+            }
+            rt.block_on(delete_left(&fleet));
             rt.shutdown_timeout(Duration::from_secs(5));
         }
     }
@@ -238,20 +477,38 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Query `query_id` (`open`) ended at `now` with `outcome`: it leaves its cluster (whose bill
+/// pauses when nothing runs there) and is counted and logged.
+fn end_on_cluster(b: &mut Books, fleet: &Fleet, query_id: u64, open: Open, now: f64, outcome: Outcome) {
+    if open.placed.is_some() {
+        let running = fleet.slots().get_mut(&open.cluster).map(|s| {
+            s.inflight = s.inflight.saturating_sub(1);
+            s.inflight
+        });
+        if let Some(running) = running {
+            b.bill(open.cluster, running, false, now, fleet.settings.billing.minimum_s);
+        }
+    }
+    b.finish(query_id, open, now, outcome);
+}
+
 /// Routed queries never completed within the settings' `timeout_s` (control-plane s) end as
 /// timed out, so a client that forgets a query (or dies) does not hold its cluster busy forever.
-fn expire(cp: &ControlPlane, fleet: &Fleet, routed: &Mutex<HashMap<u64, (ClusterId, f64)>>) {
+fn expire(cp: &ControlPlane, fleet: &Fleet, books: &Mutex<Books>) {
     let Some(timeout) = fleet.settings.timeout_s else { return };
-    let now = cp.now();
-    let stale: Vec<(u64, ClusterId)> = {
-        let mut r = lock(routed);
-        let ids: Vec<u64> = r.iter().filter(|(_, (_, at))| now - at > timeout).map(|(q, _)| *q).collect();
-        ids.into_iter().filter_map(|q| r.remove(&q).map(|(c, _)| (q, c))).collect()
-    };
-    for (q, c) in stale {
-        if let Some(s) = fleet.slots().get_mut(&c) {
-            s.inflight = s.inflight.saturating_sub(1);
+    let stale: Vec<u64> = {
+        let mut b = lock(books);
+        let now = cp.now();
+        let mut ids: Vec<u64> = b.open.iter().filter(|(_, o)| now - o.at > timeout).map(|(q, _)| *q).collect();
+        ids.sort_unstable();
+        for &q in &ids {
+            if let Some(open) = b.open.remove(&q) {
+                end_on_cluster(&mut b, fleet, q, open, now, Outcome::TimedOut);
+            }
         }
+        ids
+    };
+    for q in stale {
         let _ = cp.complete(q, true);
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use autoslo_cloud::live::LiveSettings;
 use autoslo_cloud::local_endpoint::{EndpointOptions, LocalEndpoint};
 use autoslo_cloud::manager::{ManagerOptions, RedshiftServerless};
-use autoslo_cloud::serve::{Route, Service};
+use autoslo_cloud::serve::{Outcome, Route, Service};
 use autoslo_cloud::CloudError;
 use autoslo_core::autoscaler::snowflake::{Policy, SnowflakeScaler};
 use autoslo_core::catalog::QueryText;
@@ -86,8 +86,32 @@ fn a_service_routes_to_workgroups_the_client_runs_sql_on_and_scales_them() {
         svc.complete(q, false).unwrap();
     }
     assert!(svc.lost(9, "x").is_err());
+    // What it served is kept: 16 queries, each once, in the log and the totals per tenant × class.
+    let log = svc.take_served();
+    let mut ids: Vec<u64> = log.iter().map(|q| q.query_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=12).chain(20..24).collect::<Vec<u64>>());
+    assert!(log.iter().all(|q| q.outcome == Outcome::Completed && q.cluster.is_some() && q.latency() >= 0.0 && q.tenant == "acme"));
+    assert!(log.iter().filter(|q| q.class == "dashboard").all(|q| q.slo == 5.0), "the policy's deadline");
+    assert!(log.iter().filter(|q| q.class == "adhoc").all(|q| q.slo == 60.0), "the caller's SLO");
+    assert!(svc.take_served().is_empty(), "taken once");
+    let totals = svc.totals();
+    assert_eq!(totals.iter().map(|t| (t.class.as_str(), t.routed, t.running, t.met + t.late)).collect::<Vec<_>>(), vec![("adhoc", 11, 0, 11), ("dashboard", 5, 0, 5)]);
+    // Billed while it ran queries, at least the minimum once, never more than the time since.
+    let now = svc.now();
+    for c in svc.clusters() {
+        assert!(c.billed_s > 0.0 && c.billed_s <= now + 1e-9, "{c:?} at {now}");
+        assert!((c.cost - c.billed_s / 3600.0 * f64::from(c.size) * 0.375).abs() < 1e-9, "{c:?}");
+    }
+    let before: f64 = svc.clusters().iter().map(|c| c.cost).sum();
+    let total = svc.cost();
+    assert!(total >= before && total < before + 0.01, "a bill only grows, here within its minimum: {before} then {total}");
+    // A query still running at the stop is cancelled.
+    svc.route(25, TEXT, "acme", "dashboard", None).unwrap();
     // Stopped: nothing more is routed, and every workgroup is deleted.
     svc.stop();
+    let left = svc.take_served();
+    assert_eq!(left.iter().map(|q| (q.query_id, q.outcome)).collect::<Vec<_>>(), vec![(25, Outcome::Cancelled)]);
     assert!(matches!(svc.route(30, TEXT, "acme", "dashboard", None), Err(CloudError::Stopped)));
     std::thread::sleep(Duration::from_millis(300));
     assert!(ep.workgroups().iter().all(|w| w.1 == "DELETING"), "{:?}", ep.workgroups());
@@ -107,7 +131,7 @@ fn bad_settings_are_refused_before_any_workgroup_is_made() {
 fn a_query_the_client_never_completes_times_out_and_frees_its_cluster() {
     let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 1, 2).unwrap());
-    let svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { timeout_s: Some(0.5), ..settings("stale") }, None).unwrap();
+    let mut svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler, &[8], LiveSettings { timeout_s: Some(0.5), delete_timeout_s: 1.0, ..settings("stale") }, None).unwrap();
     svc.route(1, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
     svc.route(2, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
     svc.complete(2, false).unwrap();
@@ -118,4 +142,16 @@ fn a_query_the_client_never_completes_times_out_and_frees_its_cluster() {
     }
     assert_eq!(svc.clusters()[0].running, 0, "timed out after 0.5 s");
     assert!(svc.complete(1, false).unwrap_err().to_string().contains("not routed"));
+    let log = svc.take_served();
+    assert_eq!(log.iter().map(|q| (q.query_id, q.outcome)).collect::<Vec<_>>(), vec![(2, Outcome::Completed), (1, Outcome::TimedOut)]);
+    assert!(log[1].latency() > 0.5, "timed out after timeout_s");
+    let t = &svc.totals()[0];
+    assert_eq!((t.routed, t.running, t.met, t.timed_out, t.violation_rate()), (2, 0, 1, 1, Some(0.5)));
+    // Off, nothing more is logged; the totals still count.
+    svc.keep_log(false);
+    svc.route(3, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
+    svc.complete(3, false).unwrap();
+    assert!(svc.take_served().is_empty());
+    assert_eq!(svc.totals()[0].met, 2);
+    svc.stop();
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt32Builder};
 use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
+use arrow_array::TimestampMicrosecondArray;
+use autoslo_cloud::serve::{ServedQuery, ServedTotals};
 use autoslo_core::autoscaler::{Branch, Decision};
 use autoslo_core::catalog;
 use autoslo_core::trace::Trace;
@@ -367,4 +369,49 @@ pub(crate) fn event_dicts(py: Python<'_>, events: Vec<autoslo_core::control_plan
             Ok(d)
         })
         .collect()
+}
+
+/// A serving log → table: query_id, arrival (UTC timestamp: the service's start plus its clock),
+/// arrival_s (the service's clock), template, instance, tenant, class, slo, cluster_id and cluster_size
+/// (null: never placed), latency, outcome, met. Its columns are those a query log has, so the
+/// Workload Reservoir and `read_workload` take it as it is.
+pub fn served_table(log: &[ServedQuery], started_unix: f64) -> PyResult<PyTable> {
+    let micros = |t: f64| ((started_unix + t) * 1e6).round() as i64;
+    let arrival = TimestampMicrosecondArray::from_iter_values(log.iter().map(|q| micros(q.arrival))).with_timezone("UTC");
+    table(vec![
+        ("query_id", i64s(log.iter().map(|q| q.query_id as i64))),
+        ("arrival", Arc::new(arrival)),
+        ("arrival_s", f64s(log.iter().map(|q| q.arrival))),
+        ("template", i64s(log.iter().map(|q| i64::from(q.text.template)))),
+        ("instance", i64s(log.iter().map(|q| i64::from(q.text.instance)))),
+        ("tenant", strs(log.iter().map(|q| q.tenant.as_str()))),
+        ("class", strs(log.iter().map(|q| q.class.as_str()))),
+        ("slo", f64s(log.iter().map(|q| q.slo))),
+        ("cluster_id", Arc::new(Int64Array::from_iter(log.iter().map(|q| q.cluster.map(|c| i64::from(c.0)))))),
+        ("cluster_size", Arc::new(Int64Array::from_iter(log.iter().map(|q| q.cluster.map(|c| i64::from(c.1)))))),
+        ("latency", f64s(log.iter().map(ServedQuery::latency))),
+        ("outcome", strs(log.iter().map(|q| q.outcome.name()))),
+        ("met", Arc::new(arrow_array::BooleanArray::from_iter(log.iter().map(|q| Some(q.met()))))),
+    ])
+}
+
+/// Serving totals → table: tenant, class, routed, running, met, late, timed_out, failed,
+/// cancelled, violation_rate (of the queries that ended; null before any did), latency_mean
+/// (of the completed ones).
+pub fn totals_table(totals: &[ServedTotals]) -> PyResult<PyTable> {
+    let u = |f: fn(&ServedTotals) -> u64| i64s(totals.iter().map(move |t| f(t) as i64));
+    let done = |t: &ServedTotals| t.met + t.late;
+    table(vec![
+        ("tenant", strs(totals.iter().map(|t| t.tenant.as_str()))),
+        ("class", strs(totals.iter().map(|t| t.class.as_str()))),
+        ("routed", u(|t| t.routed)),
+        ("running", u(|t| t.running)),
+        ("met", u(|t| t.met)),
+        ("late", u(|t| t.late)),
+        ("timed_out", u(|t| t.timed_out)),
+        ("failed", u(|t| t.failed)),
+        ("cancelled", u(|t| t.cancelled)),
+        ("violation_rate", Arc::new(Float64Array::from_iter(totals.iter().map(ServedTotals::violation_rate)))),
+        ("latency_mean", Arc::new(Float64Array::from_iter(totals.iter().map(|t| (done(t) > 0).then(|| t.completed_latency_s / done(t) as f64))))),
+    ])
 }

@@ -103,7 +103,8 @@ impl PyService {
     }
 
     /// Every cluster the service has had: dicts with cluster_id, size, workgroup, state
-    /// (creating, available, lost, deleted), running, address and port.
+    /// (creating, available, lost, deleted), running, address, port, and its bill so far
+    /// (billed_s, cost).
     fn clusters<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         self.read()?
             .clusters()
@@ -117,9 +118,43 @@ impl PyService {
                 d.set_item("running", c.running)?;
                 d.set_item("address", c.endpoint.as_ref().map(|e| e.0.clone()))?;
                 d.set_item("port", c.endpoint.map(|e| e.1))?;
+                d.set_item("billed_s", c.billed_s)?;
+                d.set_item("cost", c.cost)?;
                 Ok(d)
             })
             .collect()
+    }
+
+    /// Dollars billed so far over every cluster.
+    fn cost(&self) -> PyResult<f64> {
+        Ok(self.read()?.cost())
+    }
+
+    /// The queries so far per tenant × class (a pyarrow.Table: tenant, class, routed, running,
+    /// met, late, timed_out, failed, cancelled, violation_rate of those that ended,
+    /// latency_mean of those completed).
+    fn totals(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(convert::totals_table(&self.read()?.totals())?.into_pyarrow(py)?.unbind())
+    }
+
+    /// Take the queries that ended since the last take (a pyarrow.Table in the order they
+    /// ended: query_id, arrival as a UTC timestamp, arrival_s on the service's clock, template,
+    /// instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome, met). A query log:
+    /// `Reservoir.append` and `read_workload` take it as it is.
+    fn take_served(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let s = self.read()?;
+        Ok(convert::served_table(&s.take_served(), s.started_unix())?.into_pyarrow(py)?.unbind())
+    }
+
+    /// Keep the log of ended queries (on from the start) or not; the totals count either way.
+    fn keep_log(&self, on: bool) -> PyResult<()> {
+        self.read()?.keep_log(on);
+        Ok(())
+    }
+
+    /// Ended queries dropped from a full log (more than 262,144 ended and not taken).
+    fn log_dropped(&self) -> PyResult<u64> {
+        Ok(self.read()?.log_dropped())
     }
 
     /// Every change of the cluster set so far, as dicts (time, cluster_id, size, event, reason).
