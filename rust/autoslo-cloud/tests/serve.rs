@@ -155,3 +155,61 @@ fn a_query_the_client_never_completes_times_out_and_frees_its_cluster() {
     assert_eq!(svc.totals()[0].met, 2);
     svc.stop();
 }
+
+#[test]
+fn every_routed_query_ends_exactly_once_in_the_log_under_concurrent_clients_and_timeouts() {
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 1, 2).unwrap());
+    let mut svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), scaler, &[8, 8], LiveSettings { timeout_s: Some(0.3), delete_timeout_s: 1.0, ..settings("many") }, None).unwrap();
+    // Four clients; each forgets every fifth query (it times out), the others complete at once or
+    // after up to 0.4 s (some after their timeout: that completion is refused).
+    let completed: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let svc = &svc;
+                s.spawn(move || {
+                    let mut ok = Vec::new();
+                    for i in 0..50u64 {
+                        let q = t * 1000 + i;
+                        svc.route(q, TEXT, &format!("tenant-{t}"), "adhoc", Some(60.0)).unwrap();
+                        if i % 5 == 4 {
+                            continue;
+                        }
+                        std::thread::sleep(Duration::from_millis(if i % 3 == 0 { (q * 7919) % 450 } else { 0 }));
+                        if svc.complete(q, false).is_ok() {
+                            ok.push(q);
+                        }
+                    }
+                    ok
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while svc.clusters().iter().any(|c| c.running > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    svc.stop();
+    let log = svc.take_served();
+    let mut ids: Vec<u64> = log.iter().map(|q| q.query_id).collect();
+    ids.sort_unstable();
+    let routed: Vec<u64> = (0..4u64).flat_map(|t| (0..50).map(move |i| t * 1000 + i)).collect();
+    assert_eq!(ids, routed, "each routed query once");
+    let mut done: Vec<u64> = completed.concat();
+    done.sort_unstable();
+    assert!(done.len() > 100 && done.len() < 160, "some completions came after the timeout: {} of 160 accepted", done.len());
+    let mut logged_done: Vec<u64> = log.iter().filter(|q| q.outcome == Outcome::Completed).map(|q| q.query_id).collect();
+    logged_done.sort_unstable();
+    assert_eq!(logged_done, done, "completed exactly when the completion was accepted");
+    assert!(log.iter().all(|q| matches!(q.outcome, Outcome::Completed | Outcome::TimedOut)));
+    assert!(log.iter().filter(|q| q.outcome == Outcome::TimedOut).all(|q| q.latency() > 0.3));
+    assert!(log.iter().filter(|q| q.query_id % 5 == 4).all(|q| q.outcome == Outcome::TimedOut), "forgotten ones time out");
+    let totals = svc.totals();
+    assert_eq!(totals.len(), 4);
+    for t in &totals {
+        assert_eq!((t.routed, t.running, t.ended(), t.cancelled, t.failed), (50, 0, 50, 0, 0), "{t:?}");
+    }
+    assert_eq!(totals.iter().map(|t| t.met + t.late).sum::<u64>() as usize, done.len());
+    assert!(svc.clusters().iter().all(|c| c.running == 0 && c.billed_s > 0.0));
+}
