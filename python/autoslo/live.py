@@ -331,7 +331,8 @@ def serve(
 
     What it served is kept. ``svc.totals()`` counts the queries per tenant × class (met, late,
     timed out, failed, cancelled, violation rate); ``svc.clusters()`` carries each workgroup's
-    bill so far and ``svc.cost()`` their sum. ``svc.take_served()`` takes the queries that
+    bill so far (final once stopped: each busy period's billing minimum included) and
+    ``svc.cost()`` their sum. ``svc.take_served()`` takes the queries that
     ended since the last take, as a query log (arrival as a UTC timestamp, template, instance,
     tenant, class, SLO, cluster, latency, outcome): append it to the Workload Reservoir and
     tomorrow's plan is tuned on today's traffic. Take it regularly: the service holds at most

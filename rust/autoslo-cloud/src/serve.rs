@@ -59,7 +59,8 @@ pub struct ServedCluster {
     pub running: usize,
     pub endpoint: Option<(String, u16)>,
     /// Seconds billed so far: while it ran queries, each busy period at least the billing
-    /// minimum (Redshift Serverless's rule, as the emulator bills).
+    /// minimum (Redshift Serverless's rule, as the emulator bills). While serving, what has
+    /// accrued until now; once stopped, the final bill, each busy period's minimum included.
     pub billed_s: f64,
     /// Those seconds' cost (dollars) at the settings' price.
     pub cost: f64,
@@ -163,6 +164,8 @@ struct Books {
     dropped: u64,
     totals: BTreeMap<(String, String), ServedTotals>,
     bills: HashMap<ClusterId, BillingTimer>,
+    /// When the service stopped (its clock): the bills are final from then.
+    stopped_at: Option<f64>,
 }
 
 impl Books {
@@ -236,7 +239,7 @@ impl Service {
                 return Err(e.into());
             }
         };
-        let books = Arc::new(Mutex::new(Books { open: HashMap::new(), log: VecDeque::new(), keep_log: true, dropped: 0, totals: BTreeMap::new(), bills: HashMap::new() }));
+        let books = Arc::new(Mutex::new(Books { open: HashMap::new(), log: VecDeque::new(), keep_log: true, dropped: 0, totals: BTreeMap::new(), bills: HashMap::new(), stopped_at: None }));
         let watchdog = {
             let (cp, fleet, books) = (Arc::clone(&cp), Arc::clone(&fleet), Arc::clone(&books));
             rt.spawn(async move {
@@ -361,7 +364,12 @@ impl Service {
             .slots()
             .iter()
             .map(|(&id, s)| {
-                let billed_s = b.bills.get(&id).map_or(0.0, |t| t.billed_seconds_at(now));
+                let billed_s = b.bills.get(&id).map_or(0.0, |t| match b.stopped_at {
+                    // Stopped: nothing more runs, so each busy period is billed to its end, the
+                    // minimum included.
+                    Some(at) => t.billed_seconds_until_drained(at),
+                    None => t.billed_seconds_at(now),
+                });
                 ServedCluster {
                 cluster: id,
                 size: s.size,
@@ -466,6 +474,7 @@ impl Service {
                         end_on_cluster(&mut b, &self.fleet, q, open, now, Outcome::Cancelled);
                     }
                 }
+                b.stopped_at = Some(now);
             }
             rt.block_on(delete_left(&fleet));
             rt.shutdown_timeout(Duration::from_secs(5));

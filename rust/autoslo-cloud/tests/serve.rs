@@ -112,6 +112,8 @@ fn a_service_routes_to_workgroups_the_client_runs_sql_on_and_scales_them() {
     svc.stop();
     let left = svc.take_served();
     assert_eq!(left.iter().map(|q| (q.query_id, q.outcome)).collect::<Vec<_>>(), vec![(25, Outcome::Cancelled)]);
+    // Stopped, the bills are final: every busy period at least the minimum (60 s).
+    assert!(svc.clusters().iter().all(|c| c.billed_s >= 60.0), "{:?}", svc.clusters());
     assert!(matches!(svc.route(30, TEXT, "acme", "dashboard", None), Err(CloudError::Stopped)));
     std::thread::sleep(Duration::from_millis(300));
     assert!(ep.workgroups().iter().all(|w| w.1 == "DELETING"), "{:?}", ep.workgroups());
