@@ -4,6 +4,7 @@ Every server is started and stopped by the tests themselves (needs Debian's `pos
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import signal
 import statistics
@@ -424,6 +425,50 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
         assert ingest(tmp_path / "res", tmp_path / "log", day)["queries_stored"] == sum(a.date() == day for a in log["arrival"].to_pylist())
         time.sleep(0.3)
         assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()  # deleting, or gone
+
+
+def test_autoslo_serve_follows_the_published_plans_without_dropping_a_workgroup(tmp_path: Path) -> None:
+    """`autoslo serve --plans DIR` serves today's published plan; SIGHUP hands it over to the
+    plan published again (and at UTC midnight to the next day's), keeping the workgroups; a plan
+    that cannot be loaded is reported and the one in force stays."""
+    import urllib.request
+
+    def clusters(url: str) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{url}/clusters", timeout=30) as r:
+            return list(json.loads(r.read()))
+
+    plans = tmp_path / "published"
+    plans.mkdir()
+    today = plans / f"{dt.datetime.now(dt.timezone.utc).date().isoformat()}.yaml"
+    ExecutionConfig({"initial_clusters": [8], "autoscaler": None, "routing": "round-robin"}).save(today)
+    with LocalEndpoint(time_factor=0.005) as ep:
+        cmd = [sys.executable, "-m", "autoslo", "serve", "--plans", str(plans), "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "day"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            url = json.loads(proc.stdout.readline())["serving"]  # type: ignore[union-attr]
+            assert [c["workgroup"] for c in clusters(url)] == ["day-0"]
+            # Republished with a second cluster and another routing: refused, the plan stays.
+            ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "autoslo"}).save(today)
+            proc.send_signal(signal.SIGHUP)
+            refused = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            assert "routes by `autoslo`" in refused["error"] and refused["kept"] == "the plan in force", refused
+            ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin"}).save(today)
+            proc.send_signal(signal.SIGHUP)
+            taken = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            assert taken["plan"] == str(today) and taken["spun_up"] == [8], taken
+            deadline = time.monotonic() + 60
+            while [c["state"] for c in clusters(url)] != ["available", "available"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert [(c["workgroup"], c["state"]) for c in clusters(url)] == [("day-0", "available"), ("day-1", "available")]
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err
+        assert [e["event"] for e in json.loads(out.strip().splitlines()[-1])["events"]].count("plan") == 1
+        time.sleep(0.3)
+        assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
 
 
 def _check_shape(shape: Any, value: Any, path: str) -> None:

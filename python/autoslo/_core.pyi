@@ -332,6 +332,10 @@ class Service:
     def clusters(self) -> list[dict[str, Any]]:
         """Every cluster so far (cluster_id, size, workgroup, state, running, address, port,
         and its bill so far: billed_s, cost)."""
+    def load_plan(self, config: object, day_start: float | None = None) -> list[int]:
+        """Hand the service over to a new day's plan (an ExecutionConfig, or its JSON) whose
+        second 0 is ``day_start`` on the service's clock (default: now), keeping every
+        workgroup; returns the sizes spun up for its initial clusters."""
     def cost(self) -> float:
         """Dollars billed so far over every cluster."""
     def totals(self) -> pa.Table:

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
@@ -132,9 +133,27 @@ def cmd_live(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+def _since_midnight(now: dt.datetime) -> float:
+    return (now - now.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds()
+
+
+def _plan_of_day(plans: str, day: dt.date) -> Path | None:
+    """The published plan for ``day`` in ``plans`` (``<day>.yaml``), if there is one."""
+    p = Path(plans) / f"{day.isoformat()}.yaml"
+    return p if p.is_file() else None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.plans:
+        if args.config:
+            raise ValueError("give --config (one plan) or --plans (the published directory, a plan per day), not both")
+        today = dt.datetime.now(dt.timezone.utc).date()
+        first = _plan_of_day(args.plans, today) or (Path(args.plans) / "current.yaml")
+        if not first.is_file():
+            raise FileNotFoundError(f"no plan for {today} in {args.plans} ({today}.yaml), nor current.yaml: publish one first (autoslo.airflow.publish)")
+        args.config = str(first)
     if not args.config and args.start_s is not None:
-        raise ValueError("--start-s places a configuration's schedule in the day: give it with --config")
+        raise ValueError("--start-s places a configuration's schedule in the day: give it with --config or --plans")
     predictor = _plan_options(args)
     kwargs: dict[str, Any] = dict(
         predictor=predictor,
@@ -146,18 +165,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
         create_timeout_s=args.create_timeout,
         keep_clusters=args.keep_clusters,
     )
+    # The service's clock at second 0 of the plan's day (the plan is placed start_s into it).
+    day_zero = 0.0
     if args.config:
-        now = dt.datetime.now(dt.timezone.utc)
-        start_s = args.start_s if args.start_s is not None else (now - now.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds()
+        start_s = args.start_s if args.start_s is not None else _since_midnight(dt.datetime.now(dt.timezone.utc))
         svc = serve(config=ExecutionConfig.load(args.config), start_s=start_s, **kwargs)
+        day_zero = svc.now() - start_s
     else:
         svc = serve(args.clusters or [16, 16], args.autoscaler, routing=args.routing or "autoslo", **kwargs)
     if not args.log:
         svc.keep_log(False)
     # From here the workgroups exist: Ctrl-C or a supervisor's SIGTERM stops serving and deletes them.
-    stop = threading.Event()
+    stop, reload = threading.Event(), threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    previous_hup = signal.signal(signal.SIGHUP, lambda *_: reload.set()) if args.config else None
     parts: list[str] = []
+    day = dt.datetime.now(dt.timezone.utc).date()
+
+    def hand_over(path: Path | None, why: str, day_start: float) -> None:
+        """Hand the service over to the plan at ``path``, its day begun at ``day_start`` on the
+        service's clock; a plan that cannot be loaded is reported and the one in force stays."""
+        if path is None:
+            print(json.dumps({"plan": None, "day": day.isoformat(), "why": why, "kept": "the plan in force", "missing": f"{args.plans}/{day.isoformat()}.yaml"}), flush=True)
+            return
+        try:
+            spun_up = svc.load_plan(ExecutionConfig.load(path), day_start)
+            print(json.dumps({"plan": str(path), "why": why, "day_start": day_start, "spun_up": spun_up}), flush=True)
+        except (OSError, ValueError, _core.AutoSloCoreError) as e:
+            print(json.dumps({"plan": str(path), "why": why, "error": str(e), "kept": "the plan in force"}), flush=True)
 
     def flush_log() -> None:
         if args.log and (part := write_served(svc, args.log)) is not None:
@@ -174,12 +209,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 if time.monotonic() - last >= args.log_every:
                     flush_log()
                     last = time.monotonic()
+                wall = dt.datetime.now(dt.timezone.utc)
+                if args.plans and wall.date() != day:
+                    day, day_zero = wall.date(), svc.now() - _since_midnight(wall)
+                    hand_over(_plan_of_day(args.plans, day), "a new day", day_zero)
+                if reload.is_set():
+                    reload.clear()
+                    hand_over(_plan_of_day(args.plans, day) or Path(args.plans) / "current.yaml" if args.plans else Path(args.config), "SIGHUP", day_zero)
         except KeyboardInterrupt:
             pass
         server.shutdown()
         server.server_close()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_hup is not None:
+            signal.signal(signal.SIGHUP, previous_hup)
         svc.stop()
         # After the stop, which ends what still ran as cancelled: the log loses nothing.
         flush_log()
@@ -253,7 +297,13 @@ def register(sub: Any) -> None:
         "GET /clusters, /events, /health, /stats, /metrics (Prometheus) (docs/live.md). Your client runs the SQL. With --log, every query that ends "
         "is written to Parquet parts, a query log `autoslo reservoir add` takes. Ctrl-C or SIGTERM stops serving and deletes the workgroups.",
     )
-    p.add_argument("--config", metavar="YAML", help="the plan to serve (`autoslo tune` writes one): clusters, schedule, routing, autoscaler, deadlines")
+    p.add_argument("--config", metavar="YAML", help="the plan to serve (`autoslo tune` writes one): clusters, schedule, routing, autoscaler, deadlines; SIGHUP reloads it")
+    p.add_argument(
+        "--plans",
+        metavar="DIR",
+        help="serve the daily cycle's published plans (autoslo.airflow.publish): today's <YYYY-MM-DD>.yaml (else current.yaml), handed over to the next day's at each UTC midnight "
+        "without dropping a workgroup; SIGHUP reloads today's",
+    )
     p.add_argument("--start-s", dest="start_s", type=argtypes.seconds_or_zero, help="how far into the plan's day the service starts, in seconds (default: now, UTC)")
     p.add_argument("--clusters", type=argtypes.sizes, help="initial cluster sizes in RPU, comma-separated (default 16,16; not with --config)")
     p.add_argument("--routing", choices=_core.ROUTING_POLICIES, help="routing policy (default autoslo; not with --config)")

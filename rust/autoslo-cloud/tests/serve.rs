@@ -215,3 +215,49 @@ fn every_routed_query_ends_exactly_once_in_the_log_under_concurrent_clients_and_
     assert_eq!(totals.iter().map(|t| t.met + t.late).sum::<u64>() as usize, done.len());
     assert!(svc.clusters().iter().all(|c| c.running == 0 && c.billed_s > 0.0));
 }
+
+#[test]
+fn a_new_days_plan_takes_over_without_dropping_a_workgroup() {
+    use autoslo_core::tuner::ExecutionConfig;
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    let today: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}"#).unwrap();
+    let mut svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), Box::new(autoslo_core::control::StaticScaler), &[8], settings("plan"), Some(today)).unwrap();
+    let tomorrow = |initial: &str| {
+        ExecutionConfig::from_json(&format!(
+            r#"{{"version": 1, "initial_clusters": {initial}, "scheduled_spinups": [{{"at_s": 1.5, "size": 8}}], "autoscaler": null, "routing": "round-robin",
+               "slo_policy": {{"deadlines": [{{"tier": "*", "class": "dashboard", "deadline_s": 7}}]}}}}"#
+        ))
+        .unwrap()
+    };
+    // A bad plan is refused and changes nothing.
+    let mut bad = tomorrow("[8]");
+    bad.initial_clusters.push(7);
+    assert!(svc.load_plan(bad, svc.now()).unwrap_err().to_string().contains("base capacity"));
+    svc.route(1, TEXT, "acme", "dashboard", None).unwrap();
+    svc.complete(1, false).unwrap();
+    // The 8 RPU workgroup stands for the plan's first initial cluster; a 16 is spun up for the
+    // second, and the scheduled 8 comes 1.5 s into the plan's day.
+    let start = svc.now();
+    assert_eq!(svc.load_plan(tomorrow("[8, 16]"), start).unwrap(), vec![16]);
+    svc.route(2, TEXT, "acme", "dashboard", None).unwrap();
+    svc.complete(2, false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while svc.clusters().iter().filter(|c| c.state == "available").count() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let clusters = svc.clusters();
+    assert_eq!(clusters.iter().map(|c| (c.cluster, c.size, c.state)).collect::<Vec<_>>(), vec![(0, 8, "available"), (1, 16, "available"), (2, 8, "available")]);
+    let events = svc.events();
+    let plan_at = events.iter().find(|e| e.kind == "plan").expect("the hand-over is logged").time;
+    let scheduled_at = events.iter().find(|e| e.kind == "spinup" && e.cluster == Some(2)).unwrap().time;
+    assert!(scheduled_at >= start + 1.5, "the scheduled spinup comes at its time in the plan's day: {scheduled_at} after {start}");
+    assert!(plan_at >= start);
+    let log = svc.take_served();
+    assert_eq!(log.iter().map(|q| (q.query_id, q.slo)).collect::<Vec<_>>(), vec![(1, 5.0), (2, 7.0)], "the plan's deadlines from the hand-over");
+    // The same plan again, its day begun 10 s ago: every cluster it wants now stands already
+    // (the scheduled 8 is due and cluster 2 stands for it), so nothing is spun up.
+    assert_eq!(svc.load_plan(tomorrow("[8, 16]"), svc.now() - 10.0).unwrap(), Vec::<u32>::new());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(svc.clusters().len(), 3);
+    svc.stop();
+}

@@ -89,7 +89,7 @@ pub struct LiveEvent {
     pub time: f64,
     pub cluster: Option<ClusterId>,
     pub size: u32,
-    /// `spinup`, `teardown`, `failed`, `skipped`.
+    /// `spinup`, `teardown`, `failed`, `skipped`, or `plan` (a new plan took over).
     pub kind: &'static str,
     /// The scaler's reason (`initial`, `maybe-spinup`, `idle`, …), or `failed` / `skipped`.
     pub cause: &'static str,
@@ -110,6 +110,8 @@ struct Shared {
     log: Mutex<Vec<LiveEvent>>,
     /// The scaler's decisions so far, copied out of the autoscaler thread after each pass.
     decisions: Mutex<Vec<Decision>>,
+    /// A scaler to take over at the autoscaler thread's next pass ([`ControlPlane::replace_scaler`]).
+    next_scaler: Mutex<Option<Box<dyn Scaler>>>,
     stop: AtomicBool,
     start: Instant,
     time_scale: f64,
@@ -128,8 +130,9 @@ impl Shared {
 pub struct ControlPlane {
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
-    /// The deadlines of the configuration served (`ExecutionConfig::slo_policy`), if any.
-    slo_policy: Option<SloPolicy>,
+    /// The deadlines of the configuration served (`ExecutionConfig::slo_policy`), if any;
+    /// replaced with the plan ([`ControlPlane::set_slo_policy`]).
+    slo_policy: std::sync::RwLock<Option<SloPolicy>>,
 }
 
 impl ControlPlane {
@@ -148,6 +151,7 @@ impl ControlPlane {
             pending: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
             decisions: Mutex::new(Vec::new()),
+            next_scaler: Mutex::new(None),
             stop: AtomicBool::new(false),
             start: Instant::now(),
             time_scale,
@@ -158,8 +162,16 @@ impl ControlPlane {
             .name("autoslo-autoscaler".into())
             .spawn(move || {
                 let mut ready: Vec<ClusterId> = Vec::new();
+                // Decisions of the scalers replaced so far (each scaler numbers its own from 0).
+                let mut before = 0;
                 while !s.stop.load(Ordering::Acquire) {
                     std::thread::sleep(period);
+                    if let Some(next) = s.next_scaler.lock().ok().and_then(|mut n| n.take()) {
+                        before += scaler.decisions().len();
+                        scaler = next;
+                        // The clusters already up are the new scaler's from the start: it is not
+                        // told they became ready.
+                    }
                     if let Err(e) = scale_once(&s, scaler.as_mut(), manager.as_mut(), &mut ready) {
                         if let Ok(mut log) = s.log.lock() {
                             log.push(LiveEvent { time: s.now(), cluster: None, size: 0, kind: "skipped", cause: "skipped", reason: e.to_string() });
@@ -167,13 +179,13 @@ impl ControlPlane {
                     }
                     // The scaler only appends to its decisions: copy the new ones out.
                     if let Ok(mut out) = s.decisions.lock() {
-                        let seen = out.len();
+                        let seen = out.len() - before;
                         out.extend_from_slice(scaler.decisions().get(seen..).unwrap_or_default());
                     }
                 }
             })
             .map_err(|e| AutoSloError::InvalidConfig(format!("cannot start the autoscaler thread: {e}")))?;
-        Ok(Self { shared, worker: Some(worker), slo_policy: None })
+        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None) })
     }
 
     /// The control plane's clock (s).
@@ -182,19 +194,45 @@ impl ControlPlane {
     }
 
     /// Hold the queries routed with [`ControlPlane::route_by_policy`] to `policy` (validated).
-    pub fn with_slo_policy(mut self, policy: Option<SloPolicy>) -> Result<Self> {
-        self.slo_policy = policy.map(SloPolicy::validated).transpose()?;
+    pub fn with_slo_policy(self, policy: Option<SloPolicy>) -> Result<Self> {
+        self.set_slo_policy(policy)?;
         Ok(self)
+    }
+
+    /// Hold the queries routed from now on to `policy` (validated; on error the policy in force
+    /// stays). Queries already routed keep their SLOs.
+    pub fn set_slo_policy(&self, policy: Option<SloPolicy>) -> Result<()> {
+        let policy = policy.map(SloPolicy::validated).transpose()?;
+        *self.slo_policy.write().map_err(|_| AutoSloError::InvalidAction("SLO policy lock poisoned by an earlier panic".into()))? = policy;
+        Ok(())
+    }
+
+    /// Log `kind` (`plan`, say) at the control plane's clock, with `reason` in words.
+    pub fn record(&self, kind: &'static str, reason: String) {
+        if let Ok(mut log) = self.shared.log.lock() {
+            log.push(LiveEvent { time: self.now(), cluster: None, size: 0, kind, cause: kind, reason });
+        }
+    }
+
+    /// Hand the cluster set over to `scaler` from the autoscaler thread's next pass (within one
+    /// tick): a new day's plan, say. It is checked against the router first; on error the scaler
+    /// in force stays. The new scaler starts with empty observation windows and takes the
+    /// clusters as they are; a replacement given before the last one took over supersedes it.
+    pub fn replace_scaler(&self, scaler: Box<dyn Scaler>) -> Result<()> {
+        scaler.check(self.shared.router()?.router())?;
+        *self.shared.next_scaler.lock().map_err(|_| AutoSloError::InvalidAction("scaler hand-over lock poisoned by an earlier panic".into()))? = Some(scaler);
+        Ok(())
     }
 
     /// The SLO the control plane's policy sets for a query (see [`SloPolicy::deadline`]), else
     /// `slo`; an error when neither gives one.
     pub fn slo_of(&self, tenant: &str, class: &str, text: QueryText, slo: Option<f64>) -> Result<f64> {
-        match (self.slo_policy.as_ref().and_then(|p| p.deadline(tenant, class, text.template)), slo) {
+        let policy = self.slo_policy.read().map_err(|_| AutoSloError::InvalidAction("SLO policy lock poisoned by an earlier panic".into()))?;
+        match (policy.as_ref().and_then(|p| p.deadline(tenant, class, text.template)), slo) {
             (Some(deadline), _) => Ok(deadline),
             (None, Some(slo)) if slo.is_finite() && slo > 0.0 => Ok(slo),
             (None, Some(slo)) => Err(AutoSloError::out_of_range("a query's SLO", "a positive number of seconds", slo)),
-            (None, None) => Err(AutoSloError::InvalidConfig(match &self.slo_policy {
+            (None, None) => Err(AutoSloError::InvalidConfig(match &*policy {
                 Some(_) => format!("no rule of the SLO policy covers template {} of tenant `{tenant}`, class `{class}`: give the query's SLO", text.template),
                 None => "the control plane has no SLO policy (an execution configuration's `slo_policy`): give the query's SLO".into(),
             })),
@@ -423,5 +461,30 @@ mod tests {
         assert!(cp.route_by_policy(2, text, "cedar", "adhoc", None).is_err());
         let bad: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "x", "deadline_s": 0}]}"#).unwrap();
         assert!(start().with_slo_policy(Some(bad)).is_err());
+    }
+
+    #[test]
+    fn a_replaced_scaler_takes_over_and_a_refused_policy_leaves_the_one_in_force() {
+        use crate::control::{ScheduledAction, ScheduledScaler};
+        // A static scaler, replaced by a schedule that spins up a 32 at once.
+        let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 0.3, teardown_s: 0.1 }, 1).unwrap());
+        let cp = ControlPlane::start(Box::new(RoundRobin::default()), &[16], Box::new(crate::control::StaticScaler), manager, 5.0, 1000.0).unwrap();
+        let policy: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}"#).unwrap();
+        cp.set_slo_policy(Some(policy)).unwrap();
+        let text = QueryText { template: 3, instance: 1 };
+        assert_eq!(cp.slo_of("t", "dashboard", text, None), Ok(5.0));
+        let bad: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "x", "deadline_s": 0}]}"#).unwrap();
+        assert!(cp.set_slo_policy(Some(bad)).is_err());
+        assert_eq!(cp.slo_of("t", "dashboard", text, None), Ok(5.0), "a refused policy leaves the one in force");
+        let schedule = ScheduledScaler::new(vec![ScheduledAction { at: 0.0, action: Action::spin_up(32, "scheduled") }], 1.0).unwrap();
+        cp.replace_scaler(Box::new(schedule)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cp.clusters().unwrap().len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(cp.clusters().unwrap().iter().map(|c| c.1).collect::<Vec<_>>(), vec![16, 32]);
+        assert!(cp.events().iter().any(|e| e.kind == "spinup" && e.size == 32 && e.reason == "scheduled"));
+        cp.record("plan", "handed over".into());
+        assert_eq!(cp.events().last().map(|e| (e.kind, e.cluster)), Some(("plan", None)));
     }
 }

@@ -22,6 +22,8 @@ use crate::{convert, AutoSloCoreError};
 pub struct PyService {
     /// Read: route, complete and look; write: stop.
     inner: RwLock<Service>,
+    /// The routing policy it serves with (a plan handed over must route the same way).
+    routing: String,
 }
 
 impl PyService {
@@ -70,7 +72,7 @@ impl PyService {
             drop(rt);
             Service::start(rs, r, scaler, &clusters, settings, policy)
         });
-        Ok(Self { inner: RwLock::new(svc.map_err(cloud_err)?) })
+        Ok(Self { inner: RwLock::new(svc.map_err(cloud_err)?), routing: routing.to_string() })
     }
 
     /// Route a query arriving now. Its SLO is the deadline the configuration's `slo_policy`
@@ -123,6 +125,22 @@ impl PyService {
                 Ok(d)
             })
             .collect()
+    }
+
+    /// Hand the service over to `config` (an `ExecutionConfig`, or its JSON), a new day's plan
+    /// whose second 0 is `day_start` on the service's clock (default: now), keeping every
+    /// workgroup. Returns the sizes spun up to stand for its initial clusters.
+    #[pyo3(signature = (config, day_start=None))]
+    fn load_plan(&self, py: Python<'_>, config: &Bound<'_, PyAny>, day_start: Option<f64>) -> PyResult<Vec<u32>> {
+        let json: String = match config.extract::<String>() {
+            Ok(s) => s,
+            Err(_) => config.call_method0("to_json").and_then(|j| j.extract()).map_err(|_| pyo3::exceptions::PyTypeError::new_err("config must be an ExecutionConfig or its JSON text"))?,
+        };
+        let plan = autoslo_core::tuner::ExecutionConfig::from_json(&json).map_err(crate::err)?;
+        if plan.routing != self.routing {
+            return Err(AutoSloCoreError::new_err(format!("the plan routes by `{}` and the service by `{}`: a router's state cannot be handed over, so start a service for that plan", plan.routing, self.routing)));
+        }
+        py.detach(|| self.read().and_then(|s| s.load_plan(plan, day_start.unwrap_or_else(|| s.now())).map_err(cloud_err)))
     }
 
     /// Dollars billed so far over every cluster.
