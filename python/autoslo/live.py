@@ -329,6 +329,11 @@ def serve(
     once its routed queries complete or ``delete_timeout_s`` has passed; queries still running
     then end as ``cancelled``.
 
+    ``svc.load_plan(config, day_start)`` hands the service over to a new day's plan (its second 0
+    at ``day_start`` on the service's clock, default now) without dropping a workgroup: its
+    autoscaler and deadlines take over, and the clusters it wants that no workgroup stands for are
+    spun up (``docs/live.md``). A plan routing by another policy is refused.
+
     What it served is kept. ``svc.totals()`` counts the queries per tenant × class (met, late,
     timed out, failed, cancelled, violation rate); ``svc.clusters()`` carries each workgroup's
     bill so far (final once stopped: each busy period's billing minimum included) and
