@@ -521,6 +521,60 @@ def test_simulator_fidelity_sets_the_simulated_day_beside_the_observed_one(tmp_p
     assert json.loads(capsys.readouterr().out)["overall"]["queries"] == run.queries
 
 
+def test_a_serving_log_reads_as_the_trace_of_the_day_it_served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a serving control plane logs (``Service.take_served``, ``autoslo serve --log``) is
+    read as a trace by the fidelity check, the daily cycle's record of it, and predictor
+    training: here an emulated day written in the serving log's form."""
+    from autoslo.airflow import record_fidelity
+    from autoslo.fidelity import simulator_fidelity
+    from autoslo.predictor import from_traces
+    from autoslo.traces import from_served
+
+    w = autoslo.redbench_workload(days=1, seed=6, queries_per_day=800, tenants=2, kappa=2)
+    cfg = T.ExecutionConfig({"initial_clusters": [16, 16], "autoscaler": None, "routing": "round-robin"})
+    t = autoslo.emulate(w, config=cfg, seed=6).trace
+    day = dt.date(2026, 12, 5)
+    midnight = dt.datetime(2026, 12, 5, tzinfo=dt.timezone.utc).timestamp()
+    stamps = np.round((midnight + t["arrival"].to_numpy()) * 1e6).astype(np.int64)
+    served = pa.table(
+        {
+            "query_id": t["query_id"],
+            "arrival": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            "arrival_s": t["arrival"],
+            **{c: t[c] for c in ("template", "instance", "tenant", "class", "slo", "cluster_id", "cluster_size", "latency", "outcome", "met")},
+        }
+    )
+    back = from_served(served)
+    assert np.allclose(back["arrival"].to_numpy(), t["arrival"].to_numpy(), atol=1e-5) and back["query_id"].equals(t["query_id"])
+    ran = pc.equal(t["outcome"], "completed")
+    assert np.allclose(back.filter(ran)["end"].to_numpy(), t.filter(ran)["end"].to_numpy(), atol=1e-5)
+    assert back["censored"].to_pylist() == pc.equal(t["outcome"], "timeout").to_pylist()
+    assert from_served(served, day=day).num_rows == t.num_rows
+    with pytest.raises(ValueError, match="no query of 2026-12-06"):
+        from_served(served, day=day + dt.timedelta(days=1))
+    # The fidelity check: the same day, the same verdict; the cost is the service's, not per query.
+    as_trace, as_served = simulator_fidelity(t, cfg)["overall"], simulator_fidelity(served, cfg)["overall"]
+    for k in ("queries", "observed_violation_rate", "simulated_violation_rate", "simulated_cost"):
+        assert as_served[k] == pytest.approx(as_trace[k]), k
+    assert as_served["observed_cost"] is None and as_trace["observed_cost"] > 0
+    # The directory `autoslo serve --log` writes, in two parts: the command line and the daily cycle.
+    parts = tmp_path / "served"
+    parts.mkdir()
+    half = served.num_rows // 2
+    pq.write_table(served.slice(0, half), parts / "served-1.parquet")
+    pq.write_table(served.slice(half), parts / "served-2.parquet")
+    cfg.save(tmp_path / "c.yaml")
+    assert main(["fidelity", "--config", str(tmp_path / "c.yaml"), "--trace", str(parts)]) == 0
+    assert "not per query" in capsys.readouterr().out
+    (tmp_path / "published").mkdir()
+    cfg.save(tmp_path / "published" / f"{day}.yaml")
+    rec = record_fidelity(parts, tmp_path / "published", day, tmp_path / "staging")
+    assert rec["overall"]["observed_violation_rate"] == pytest.approx(as_trace["observed_violation_rate"])
+    # Predictor training from what the warehouse ran for the clients.
+    ts = from_traces([served])
+    assert ts.train.num_rows + ts.val.num_rows + ts.test.num_rows == pc.sum(pc.is_in(t["outcome"], pa.array(["completed", "timeout"]))).as_py()
+
+
 @pytest.mark.parametrize("scale", [{"backfill": float("inf")}, {"backfill": "2"}, {1: 2.0}, [("backfill", 2.0)]])
 def test_tuner_settings_refuse_a_class_scale_that_is_not_names_to_finite_numbers(scale: object) -> None:
     with pytest.raises(ValueError, match="simulator_class_scale"):

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from autoslo.fidelity import TRACE_COLUMNS, simulator_fidelity
+from autoslo.traces import from_served, is_served_log
 from autoslo.ray_backend import RayBackend
 from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, _atomic, forecast, simulate_batch, tune
 from autoslo.tuner_cli import read_log
@@ -193,6 +194,8 @@ def record_fidelity(log: str | os.PathLike[str], publish_dir: str | os.PathLike[
     out: dict[str, Any] = {"day": d.isoformat(), "log": str(path)}
     config_path = Path(publish_dir) / f"{d.isoformat()}.yaml"
     table = read_log(path)
+    if is_served_log(table):  # what `autoslo serve --log` wrote: that day's queries, as a trace
+        table = from_served(table, day=d)
     missing = [c for c in TRACE_COLUMNS if c not in table.column_names]
     if missing:
         out["skipped"] = f"the log is not a trace (it lacks {', '.join(missing)})"

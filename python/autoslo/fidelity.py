@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from autoslo import _core
 from autoslo.bundled import predictor_for
 from autoslo.emulation import simulate
+from autoslo.traces import from_served, is_served_log
 from autoslo.tuner import ExecutionConfig, class_latency_scale
 
 #: The trace columns the replay needs (what every AutoSLO trace records).
@@ -34,7 +35,8 @@ def _figures(t: pa.Table) -> dict[str, Any]:
         "violation_rate": float(1.0 - met.mean()) if t.num_rows else float("nan"),
         "latency_p50": float(np.percentile(lat, 50)) if t.num_rows else float("nan"),
         "latency_p95": float(np.percentile(lat, 95)) if t.num_rows else float("nan"),
-        "cost": float(pc.sum(t["cost"]).as_py() or 0.0),
+        # None where the queries carry no cost (a serving log: the service bills workgroups).
+        "cost": None if t.num_rows and t["cost"].null_count == t.num_rows else float(pc.sum(t["cost"]).as_py() or 0.0),
     }
 
 
@@ -54,7 +56,14 @@ def simulator_fidelity(
     the predictor the warehouse ran that class; absent for a class with too few scored queries).
     ``violation_rate_gap`` is simulated − observed, in points of violation rate: below zero the
     simulator is optimistic, and a configuration the tuner finds "within τ" may not be.
+
+    A serving log (``Service.take_served``, ``autoslo serve --log``) is taken as a trace
+    (:func:`autoslo.traces.from_served`): the day the service served, its queries' latencies as
+    the clients saw them. Its observed cost is ``None`` (the service bills workgroups, not
+    queries: ``Service.cost``).
     """
+    if is_served_log(trace):
+        trace = from_served(trace)
     missing = [c for c in TRACE_COLUMNS if c not in trace.column_names]
     if missing:
         raise ValueError(f"the trace lacks {', '.join(missing)}: give a trace written by `autoslo emulate --trace` or a live run (columns {', '.join(TRACE_COLUMNS)})")

@@ -1,9 +1,17 @@
-"""Helpers over trace tables (what ``autoslo.emulate`` and live traces record)."""
+"""Helpers over trace tables (what ``autoslo.emulate`` and live traces record), and the serving
+control plane's log in trace form (:func:`from_served`)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from autoslo.workloads import epoch_seconds
+
+DAY_S = 86_400.0
 
 
 def trace_classes(trace: pa.Table, r: dict) -> np.ndarray | None:
@@ -15,3 +23,42 @@ def trace_classes(trace: pa.Table, r: dict) -> np.ndarray | None:
     by_key = dict(zip(zip(runs.tolist(), trace["query_id"].to_pylist()), trace["class"].to_pylist()))
     rr = r["run"] if "run" in trace.column_names else np.zeros(len(r["query_id"]), dtype=np.int64)
     return np.array([by_key[(int(a), int(q))] for a, q in zip(rr, r["query_id"])], dtype=object)
+
+
+def is_served_log(table: pa.Table) -> bool:
+    """Whether ``table`` is what a serving control plane logged (``Service.take_served``,
+    ``autoslo serve --log``): arrivals as timestamps beside ``arrival_s``, latencies and outcomes."""
+    names = table.column_names
+    return "arrival_s" in names and "latency" in names and "outcome" in names and pa.types.is_timestamp(table.schema.field("arrival").type)
+
+
+def from_served(log: pa.Table, day: dt.date | None = None) -> pa.Table:
+    """A serving log in the form of a trace, for what reads traces (``autoslo fidelity``,
+    ``predictor.from_traces``): ``arrival`` in seconds from 00:00 UTC of ``day`` (default: the
+    day of the first arrival), ``start`` = ``arrival`` (the client runs the query as soon as it
+    is routed), ``end`` = ``arrival`` + ``latency``, ``censored`` for a timed-out query, rows in
+    arrival order. Given ``day``, only that day's queries. ``cost`` is null: the service bills its
+    workgroups, not its queries (``Service.cost``)."""
+    if not is_served_log(log):
+        raise ValueError(f"not a serving log (it has {', '.join(log.column_names)}): give what `Service.take_served` or `autoslo serve --log` wrote")
+    epoch = epoch_seconds(log["arrival"], "serving log")
+    assert epoch is not None  # timestamps, checked above
+    if log.num_rows == 0:
+        raise ValueError("the serving log has no queries")
+    first = dt.date(1970, 1, 1) + dt.timedelta(days=int(np.floor(epoch.min() / DAY_S)))
+    midnight = ((day or first) - dt.date(1970, 1, 1)).days * DAY_S
+    arrival = epoch - midnight
+    t = log.drop_columns(["arrival", "arrival_s"])
+    if day is not None:
+        keep = (arrival >= 0) & (arrival < DAY_S)
+        if not keep.any():
+            raise ValueError(f"the serving log has no query of {day}")
+        t, arrival = t.filter(pa.array(keep)), arrival[keep]
+    latency = t["latency"].to_numpy(zero_copy_only=False).astype(np.float64)
+    placed = pc.is_valid(t["cluster_id"])
+    t = t.append_column("arrival", pa.array(arrival, pa.float64()))
+    t = t.append_column("start", pc.if_else(placed, t["arrival"], pa.scalar(None, pa.float64())))
+    t = t.append_column("end", pa.array(arrival + latency, pa.float64()))
+    t = t.append_column("censored", pc.equal(t["outcome"], "timeout"))
+    t = t.append_column("cost", pa.nulls(t.num_rows, pa.float64()))
+    return t.take(pc.sort_indices(t, [("arrival", "ascending")]))

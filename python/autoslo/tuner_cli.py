@@ -71,8 +71,9 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
 
 
 def _read_trace(path: str | Path) -> pa.Table:
-    """A trace (``autoslo emulate --trace``, or a live run's)."""
-    if not Path(path).is_file():
+    """A trace (``autoslo emulate --trace``, or a live run's), or a serving log (a file, or the
+    directory ``autoslo serve --log`` writes)."""
+    if not Path(path).exists():
         raise FileNotFoundError(f"no trace at {path}")
     return read_table(path)
 
@@ -154,7 +155,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         ]
         print(fmt_table(rows, list(rows[0])) + "\n")
     o = out["overall"]
-    print(f"cost: observed ${o['observed_cost']:.2f}, simulated ${o['simulated_cost']:.2f}")
+    observed = "not per query (a serving log: the service's bill is `Service.cost`)" if o["observed_cost"] is None else f"${o['observed_cost']:.2f}"
+    print(f"cost: observed {observed}, simulated ${o['simulated_cost']:.2f}")
     gap = 100 * o["violation_rate_gap"]
     verdict = "optimistic" if gap < 0 else "pessimistic" if gap > 0 else "exact"
     print(f"the Workload Simulator is {verdict} on this day by {abs(gap):.1f} points of violation rate; the tuner judges configurations by it (docs/tuner.md)")
@@ -210,7 +212,7 @@ def register(sub: Any) -> None:
         description="Replay the queries of a trace in the Workload Simulator under the configuration that ran them, and compare violation rate, cost and latency with what the warehouse did, overall and per workload class.",
     )
     p.add_argument("--config", required=True, metavar="CONFIG.yaml", help="the execution configuration the trace ran with")
-    p.add_argument("--trace", required=True, metavar="TRACE.parquet", help="the day's trace (`autoslo emulate --trace`, or a live run's)")
+    p.add_argument("--trace", required=True, metavar="PATH", help="the day's trace (`autoslo emulate --trace`, or a live run's), or what `autoslo serve --log` wrote (a file or its directory)")
     p.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
     p.add_argument("--seed", type=argtypes.count(0), default=0, help="seed of the simulation (default 0)")
     p.add_argument("--json", action="store_true")

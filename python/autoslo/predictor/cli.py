@@ -150,8 +150,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--from-trace",
         dest="from_trace",
         nargs="+",
-        metavar="TRACE.parquet",
-        help="learn from these executions instead (`autoslo emulate --trace`, `autoslo live --trace`): each is cut by arrival, 70 %% train, 15 %% validation, the last 15 %% test",
+        metavar="PATH",
+        help="learn from these executions instead (`autoslo emulate --trace`, `autoslo live --trace`, or the directory `autoslo serve --log` writes): each is cut by arrival, 70 %% train, 15 %% validation, the last 15 %% test",
     )
     d.add_argument("--redbench", action="store_true", help="also Redbench-like windows on each size (multi-tenant traffic with heavy backfills; see docs/predictor.md)")
     d.set_defaults(func=cmd_data)

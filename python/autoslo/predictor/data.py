@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from autoslo.emulation import emulate
+from autoslo.traces import from_served, is_served_log
 from autoslo.workloads import base_workload, phased_workload, read_table, redbench_workload, window
 
 RATES = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -181,8 +182,9 @@ SHARES = (0.7, 0.15)
 
 def from_traces(traces: Sequence[pa.Table | str | Path], out: str | Path | None = None, shares: tuple[float, float] = SHARES) -> TraceSet:
     """Training traces from executions of your own: traces in the emulator's format, as
-    ``autoslo emulate --trace`` or a live run (``autoslo live --trace``) write them, as tables or
-    Parquet paths.
+    ``autoslo emulate --trace`` or a live run (``autoslo live --trace``) write them, or serving
+    logs (``autoslo serve --log``; :func:`autoslo.traces.from_served`), as tables or Parquet
+    paths (a directory of parts reads as one).
 
     Each trace is cut by arrival into three contiguous periods: its first ``shares[0]`` of the
     queries train, the next ``shares[1]`` validate, the rest test, so a model is judged on later
@@ -205,6 +207,8 @@ def from_traces(traces: Sequence[pa.Table | str | Path], out: str | Path | None 
             t, source, name = tr, f"trace {i}", f"trace{i}"
         else:
             t, source, name = read_table(tr), str(tr), Path(tr).stem
+        if is_served_log(t):  # a serving log: its queries as the clients saw them run
+            t = from_served(t)
         missing = [c for c in LEARNED_COLUMNS if c not in t.column_names]
         if missing:
             raise ValueError(f"{source} lacks {', '.join(missing)}: give traces written by `autoslo emulate --trace` or `autoslo live --trace`")
