@@ -294,6 +294,29 @@ def test_a_control_plane_serving_a_plan_holds_queries_to_its_slo_policy() -> Non
         plain.route(2, 3, 1)
 
 
+def test_a_new_days_plan_takes_over_a_running_control_plane() -> None:
+    import time
+
+    today = T.ExecutionConfig({"initial_clusters": [16], "autoscaler": None, "routing": "round-robin", "slo_policy": {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}})
+    cp = autoslo.control_plane(config=today, tick_s=0.05)
+    tomorrow = {"initial_clusters": [16, 8], "scheduled_spinups": [{"at_s": 0.3, "size": 32}], "autoscaler": None, "routing": "round-robin", "slo_policy": {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 9}]}}
+    with pytest.raises(autoslo.AutoSloCoreError, match="routes by `autoslo` and the control plane by `round-robin`"):
+        cp.load_plan(T.ExecutionConfig({**tomorrow, "routing": "autoslo"}))
+    with pytest.raises(TypeError, match="ExecutionConfig or its JSON"):
+        cp.load_plan(42)
+    assert cp.slo_of(3, tenant="t", workload_class="dashboard") == 5.0, "a refused plan changes nothing"
+    # The 16 stands for the plan's 16; an 8 is spun up, and the 32 comes 0.3 s into its day.
+    assert cp.load_plan(T.ExecutionConfig(tomorrow)) == [8]
+    assert cp.slo_of(3, tenant="t", workload_class="dashboard") == 9.0
+    deadline = time.monotonic() + 10
+    while len(cp.clusters()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(c[1] for c in cp.clusters()) == [8, 16, 32]
+    assert [e["event"] for e in cp.events()].count("plan") == 1
+    # Its JSON works as well; the same plan again, its day begun, wants nothing more.
+    assert cp.load_plan(T.ExecutionConfig(tomorrow).to_json(), day_start=0.0) == []
+
+
 @pytest.mark.parametrize(("field", "value"), [("eta", -1), ("forecasts", 2.5), ("seed", -3), ("top_k", True), ("delinquent_k", -2)])
 def test_tuner_settings_name_a_bad_count(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=f"tuner setting `{field}` must be a whole number ≥ 0"):

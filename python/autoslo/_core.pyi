@@ -281,6 +281,10 @@ class ControlPlane:
     def slo_of(self, template: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> float:
         """The SLO :meth:`route` gives a query: the deadline the configuration's ``slo_policy``
         sets for it, else ``slo``; neither is an error."""
+    def load_plan(self, config: object, day_start: float | None = None) -> list[int]:
+        """Hand the control plane over to a new day's plan (an ExecutionConfig, or its JSON)
+        whose second 0 is ``day_start`` on its clock (default: now), keeping every cluster;
+        returns the sizes spun up for the clusters it wants now."""
     def clusters(self) -> list[tuple[int, int, int, bool]]:
         """(id, size, running queries, ready) of the clusters queries may go to."""
     def decisions(self) -> pa.Table:

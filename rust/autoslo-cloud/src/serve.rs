@@ -29,7 +29,7 @@ use autoslo_core::cluster::ClusterId;
 use autoslo_core::control::{Router, Scaler};
 use autoslo_core::control_plane::{ControlPlane, LiveEvent};
 use autoslo_core::tenancy::SloPolicy;
-use autoslo_core::tuner::{ExecutionConfig, ScheduledSpinup};
+use autoslo_core::tuner::ExecutionConfig;
 pub use autoslo_core::trace::Outcome;
 
 use crate::error::{CloudError, Result};
@@ -394,59 +394,18 @@ impl Service {
     }
 
     /// Hand the service over to `plan`, a new day's execution configuration whose second 0 is
-    /// `day_start` on the service's clock (the next midnight, say), keeping every workgroup:
-    /// - its autoscaler takes over from the next tick, with empty observation windows;
-    /// - its deadlines hold the queries routed from now on;
-    /// - each of its initial clusters (and of its spinups scheduled before now, when
-    ///   `day_start` is past: the plan is placed in its day) that no available or creating
-    ///   cluster of that size stands for is spun up at `day_start` (or at once, if that is
-    ///   past), and its later scheduled spinups come at `day_start` + their time;
-    /// - clusters beyond the plan's stay until its autoscaler tears them down (idle).
-    ///
-    /// The plan is validated first; on error the plan in force stays. Its routing must be the
-    /// service's own, which the caller checks (a router keeps state a hand-over cannot move).
-    /// Returns the sizes spun up to stand for its initial clusters.
+    /// `day_start` on the service's clock (the next midnight, say), keeping every workgroup
+    /// ([`ControlPlane::load_plan`]): its autoscaler takes over from the next tick, its deadlines
+    /// hold the queries routed from now on, and the clusters it wants up (initial, and scheduled
+    /// before now when `day_start` is past) that no workgroup stands for are created; its later
+    /// spinups come at their times. The plan is validated first; on error the plan in force
+    /// stays. Its routing must be the service's own, which the caller checks. Returns the sizes
+    /// spun up for it.
     pub fn load_plan(&self, plan: ExecutionConfig, day_start: f64) -> Result<Vec<u32>> {
         if self.stopped {
             return Err(CloudError::Stopped);
         }
-        if !day_start.is_finite() {
-            return Err(CloudError::OutOfRange { what: "a plan's day start".into(), expected: "a finite time on the service's clock".into(), got: day_start.to_string() });
-        }
-        let plan = plan.validated()?;
-        let now = self.cp.now();
-        // What the plan wants up now: its initial clusters and the spinups it scheduled before
-        // now (a plan taken over during its day is placed in it, as a service started then).
-        let (due, later): (Vec<&ScheduledSpinup>, Vec<&ScheduledSpinup>) = plan.scheduled_spinups.iter().partition(|s| day_start + s.at_s <= now);
-        let mut have: Vec<u32> = self.clusters().iter().filter(|c| matches!(c.state, "available" | "creating")).map(|c| c.size).collect();
-        let mut missing = Vec::new();
-        for size in plan.initial_clusters.iter().copied().chain(due.iter().map(|s| s.size)) {
-            match have.iter().position(|&h| h == size) {
-                Some(i) => {
-                    have.swap_remove(i);
-                }
-                None => missing.push(size),
-            }
-        }
-        let at = day_start.max(now);
-        let mut placed = plan.clone();
-        placed.scheduled_spinups = missing.iter().map(|&size| ScheduledSpinup { at_s: at, size }).chain(later.iter().map(|s| ScheduledSpinup { at_s: day_start + s.at_s, size: s.size })).collect();
-        placed.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-        let scaler = placed.scaler(self.fleet.settings.expected_spinup_s)?;
-        self.cp.replace_scaler(scaler)?;
-        self.cp.set_slo_policy(plan.slo_policy.clone())?;
-        self.cp.record(
-            "plan",
-            format!(
-                "a new plan from {day_start:.0} s: initial {:?} and {} spinups due ({} spun up for them), {} spinups scheduled, autoscaler {}",
-                plan.initial_clusters,
-                due.len(),
-                missing.len(),
-                later.len(),
-                plan.autoscaler.as_ref().map_or("none", |k| k.policy.as_str())
-            ),
-        );
-        Ok(missing)
+        Ok(self.cp.load_plan(plan, day_start, self.fleet.settings.expected_spinup_s)?)
     }
 
     /// Dollars billed so far over every cluster.

@@ -26,6 +26,7 @@ use crate::error::{AutoSloError, Result};
 use crate::live::LiveRouter;
 use crate::rng::Rng;
 use crate::tenancy::SloPolicy;
+use crate::tuner::ExecutionConfig;
 use crate::workload::Query;
 
 /// Creates and deletes clusters. In-process here ([`InProcessManager`]); the cloud side adds
@@ -205,6 +206,37 @@ impl ControlPlane {
         let policy = policy.map(SloPolicy::validated).transpose()?;
         *self.slo_policy.write().map_err(|_| AutoSloError::InvalidAction("SLO policy lock poisoned by an earlier panic".into()))? = policy;
         Ok(())
+    }
+
+    /// Hand the control plane over to `plan`, a new day's execution configuration whose second 0
+    /// is `day_start` on the control plane's clock (the next midnight, say), keeping every
+    /// cluster: its autoscaler takes over from the next tick ([`ControlPlane::replace_scaler`];
+    /// `spinup_s` is its selector's δ), its deadlines hold the queries routed from now on, and
+    /// the clusters it wants up that none standing stands for are spun up
+    /// ([`ExecutionConfig::taken_over`]). The plan is validated first; on error the plan in force
+    /// stays. Its routing is the caller's to check (a router keeps state a hand-over cannot
+    /// move). Returns the sizes spun up for it; the hand-over is logged as a `plan` event.
+    pub fn load_plan(&self, plan: ExecutionConfig, day_start: f64, spinup_s: f64) -> Result<Vec<u32>> {
+        if !day_start.is_finite() {
+            return Err(AutoSloError::out_of_range("a plan's day start", "a finite time on the control plane's clock", day_start));
+        }
+        let plan = plan.validated()?;
+        let standing: Vec<u32> = self.clusters()?.iter().map(|c| c.1).collect();
+        let (placed, missing) = plan.taken_over(day_start, self.now(), &standing);
+        self.replace_scaler(placed.scaler(spinup_s)?)?;
+        self.set_slo_policy(plan.slo_policy.clone())?;
+        let later = placed.scheduled_spinups.len() - missing.len();
+        self.record(
+            "plan",
+            format!(
+                "a new plan from {day_start:.0} s: initial {:?}, {} spun up for the clusters it wants now, {} spinups scheduled, autoscaler {}",
+                plan.initial_clusters,
+                missing.len(),
+                later,
+                plan.autoscaler.as_ref().map_or("none", |k| k.policy.as_str())
+            ),
+        );
+        Ok(missing)
     }
 
     /// Log `kind` (`plan`, say) at the control plane's clock, with `reason` in words.

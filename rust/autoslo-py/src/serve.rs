@@ -132,14 +132,7 @@ impl PyService {
     /// workgroup. Returns the sizes spun up to stand for its initial clusters.
     #[pyo3(signature = (config, day_start=None))]
     fn load_plan(&self, py: Python<'_>, config: &Bound<'_, PyAny>, day_start: Option<f64>) -> PyResult<Vec<u32>> {
-        let json: String = match config.extract::<String>() {
-            Ok(s) => s,
-            Err(_) => config.call_method0("to_json").and_then(|j| j.extract()).map_err(|_| pyo3::exceptions::PyTypeError::new_err("config must be an ExecutionConfig or its JSON text"))?,
-        };
-        let plan = autoslo_core::tuner::ExecutionConfig::from_json(&json).map_err(crate::err)?;
-        if plan.routing != self.routing {
-            return Err(AutoSloCoreError::new_err(format!("the plan routes by `{}` and the service by `{}`: a router's state cannot be handed over, so start a service for that plan", plan.routing, self.routing)));
-        }
+        let plan = crate::scaling::handed_over_plan(config, &self.routing)?;
         py.detach(|| self.read().and_then(|s| s.load_plan(plan, day_start.unwrap_or_else(|| s.now())).map_err(cloud_err)))
     }
 

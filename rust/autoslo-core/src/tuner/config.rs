@@ -205,6 +205,32 @@ impl ExecutionConfig {
         c
     }
 
+    /// This plan taken over during the run of a control plane where clusters of the `standing`
+    /// sizes stand, its day begun at `day_start` and the hand-over at `now` (the control plane's
+    /// clock): the configuration whose schedule carries it out from there, and the sizes spun up
+    /// for it. Each cluster the plan wants up at `now` (its initial clusters, and its spinups
+    /// scheduled at or before `now`: the plan placed in its day) that no standing cluster of that
+    /// size stands for is scheduled at max(`day_start`, `now`); its later spinups at `day_start`
+    /// + their time. Standing clusters beyond the plan's are left to its autoscaler.
+    pub fn taken_over(&self, day_start: f64, now: f64, standing: &[u32]) -> (Self, Vec<u32>) {
+        let (due, later): (Vec<&ScheduledSpinup>, Vec<&ScheduledSpinup>) = self.scheduled_spinups.iter().partition(|s| day_start + s.at_s <= now);
+        let mut have = standing.to_vec();
+        let mut missing = Vec::new();
+        for size in self.initial_clusters.iter().copied().chain(due.iter().map(|s| s.size)) {
+            match have.iter().position(|&h| h == size) {
+                Some(i) => {
+                    have.swap_remove(i);
+                }
+                None => missing.push(size),
+            }
+        }
+        let at = day_start.max(now);
+        let mut placed = self.clone();
+        placed.scheduled_spinups = missing.iter().map(|&size| ScheduledSpinup { at_s: at, size }).chain(later.iter().map(|s| ScheduledSpinup { at_s: day_start + s.at_s, size: s.size })).collect();
+        placed.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        (placed, missing)
+    }
+
     /// The scaler that carries the configuration out: the Autoscaler (if any) beside the schedule.
     /// `spinup_s` is the engine's spinup delay (the selector's δ).
     pub fn scaler(&self, spinup_s: f64) -> Result<Box<dyn Scaler>> {
@@ -217,5 +243,39 @@ impl ExecutionConfig {
         }
         let actions = self.scheduled_spinups.iter().map(|s| ScheduledAction { at: s.at_s, action: Action::spin_up(s.size, "scheduled") }).collect();
         Ok(Box::new(PlannedScaler::new(ScheduledScaler::new(actions, SCHEDULE_RESOLUTION_S)?, inner)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> ExecutionConfig {
+        ExecutionConfig::from_json(r#"{"version": 1, "initial_clusters": [8, 16], "scheduled_spinups": [{"at_s": 100, "size": 8}, {"at_s": 5000, "size": 32}], "autoscaler": null, "routing": "round-robin"}"#).unwrap()
+    }
+
+    fn schedule(c: &ExecutionConfig) -> Vec<(f64, u32)> {
+        c.scheduled_spinups.iter().map(|s| (s.at_s, s.size)).collect()
+    }
+
+    #[test]
+    fn a_plan_taken_over_spins_up_only_what_no_standing_cluster_stands_for() {
+        // At its day's start, with an 8 standing: the 16 now, the schedule at its times.
+        let (placed, missing) = plan().taken_over(1000.0, 1000.0, &[8]);
+        assert_eq!(missing, vec![16]);
+        assert_eq!(schedule(&placed), vec![(1000.0, 16), (1100.0, 8), (6000.0, 32)]);
+        // Taken over later in its day: the 8 scheduled at 100 s is due, as if initial.
+        let (placed, missing) = plan().taken_over(0.0, 200.0, &[16]);
+        assert_eq!(missing, vec![8, 8]);
+        assert_eq!(schedule(&placed), vec![(200.0, 8), (200.0, 8), (5000.0, 32)]);
+        // Everything it wants now stands already (a size counts once per standing cluster).
+        let (placed, missing) = plan().taken_over(0.0, 200.0, &[8, 16, 8, 32]);
+        assert!(missing.is_empty());
+        assert_eq!(schedule(&placed), vec![(5000.0, 32)]);
+        // Its day not begun yet: what it wants is scheduled at its start.
+        let (placed, missing) = plan().taken_over(500.0, 200.0, &[]);
+        assert_eq!(missing, vec![8, 16]);
+        assert_eq!(schedule(&placed), vec![(500.0, 8), (500.0, 16), (600.0, 8), (5500.0, 32)]);
+        assert_eq!(placed.initial_clusters, vec![8, 16], "the rest of the plan as it is");
     }
 }
