@@ -287,12 +287,26 @@ impl RedshiftServerless {
     }
 
     /// One AutoSLO cluster: namespace `<name>-ns` and workgroup `<name>`, created (idempotently)
-    /// and waited for.
+    /// and waited for. A workgroup of that name left with another base capacity (by a service
+    /// that died, say) is resized to `capacity` and waited for again: the cluster is the size
+    /// asked for, never one the router would take for another.
     pub async fn create_cluster(&self, name: &str, capacity: Capacity, timeout: Duration) -> Result<WorkgroupInfo> {
         let ns = format!("{name}-ns");
         self.create_namespace(&ns).await?;
         self.create_workgroup(name, &ns, capacity).await?;
-        self.wait_available(name, timeout).await
+        let w = self.wait_available(name, timeout).await?;
+        match capacity {
+            Capacity::Base(rpu) if w.base_capacity != Some(rpu) => {
+                self.update_capacity(name, rpu).await?;
+                // MODIFYING is reported once the update is accepted; wait until it is done.
+                let w = self.wait_available(name, timeout).await?;
+                match w.base_capacity {
+                    Some(c) if c == rpu => Ok(w),
+                    other => Err(CloudError::Conflict { kind: "workgroup", name: name.into(), message: format!("it has base capacity {other:?} RPU after a resize to {rpu}") }),
+                }
+            }
+            _ => Ok(w),
+        }
     }
 
     /// Remove a cluster made by [`Self::create_cluster`]: the workgroup, then its namespace.

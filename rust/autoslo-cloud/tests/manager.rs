@@ -135,3 +135,21 @@ fn unsigned_requests_are_refused() {
     assert!(out.starts_with("HTTP/1.1 403"), "{out}");
     assert!(out.contains("IncompleteSignatureException"), "{out}");
 }
+
+#[test]
+fn a_cluster_left_with_another_size_is_resized_to_the_one_asked_for() {
+    let ep = endpoint();
+    let rt = rt();
+    rt.block_on(async {
+        let m = manager(&ep.url(), 3).await;
+        // A workgroup left behind at 8 RPU (a service that died); asked for again at 16.
+        let left = m.create_cluster("left", Capacity::Base(8), Duration::from_secs(60)).await.unwrap();
+        assert_eq!(left.base_capacity, Some(8));
+        let w = m.create_cluster("left", Capacity::Base(16), Duration::from_secs(60)).await.unwrap();
+        assert!(w.is_available() && w.base_capacity == Some(16), "{w:?}");
+        assert_eq!(m.get_workgroup("left").await.unwrap().base_capacity, Some(16));
+        // The same size again: returned as it is.
+        assert_eq!(m.create_cluster("left", Capacity::Base(16), Duration::from_secs(60)).await.unwrap().base_capacity, Some(16));
+        m.delete_cluster("left", Duration::from_secs(60)).await.unwrap();
+    });
+}
