@@ -345,6 +345,36 @@ def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups()
         assert autoslo.read_workload(f"{d}/served.parquet").num_rows == 7
 
 
+class _AutosloServe:
+    """``autoslo serve ARGS`` as a subprocess, in a ``with`` block: entering reads its first line
+    (``start``); leaving without an error sends SIGTERM and checks it exits 0, its last line in
+    ``end``. It is killed if still running either way."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "autoslo", "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.start: dict[str, Any] = {}
+        self.end: dict[str, Any] = {}
+
+    def line(self) -> Any:
+        """Its next line of output, as JSON."""
+        return json.loads(self.proc.stdout.readline())  # type: ignore[union-attr]
+
+    def __enter__(self) -> _AutosloServe:
+        self.start = self.line()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        try:
+            if kind is None:
+                self.proc.send_signal(signal.SIGTERM)
+                out, err = self.proc.communicate(timeout=60)
+                assert self.proc.returncode == 0, err
+                self.end = json.loads(out.strip().splitlines()[-1])
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
 def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_path: Path) -> None:
     import urllib.error
     import urllib.request
@@ -360,12 +390,10 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
     policy = {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}
     ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin", "slo_policy": policy}).save(tmp_path / "plan.yaml")
     with LocalEndpoint(time_factor=0.005) as ep:
-        cmd = [sys.executable, "-m", "autoslo", "serve", "--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http", "--log", str(tmp_path / "log"), "--log-every", "0.5"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            start = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
-            url = start["serving"]
-            assert [c["workgroup"] for c in start["clusters"]] == ["http-0", "http-1"]
+        args = ["--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http", "--log", str(tmp_path / "log"), "--log-every", "0.5"]
+        with _AutosloServe(*args) as served:
+            url = served.start["serving"]
+            assert [c["workgroup"] for c in served.start["clusters"]] == ["http-0", "http-1"]
             status, where = call(f"{url}/route", {"query_id": 1, "template": 3, "instance": 1, "tenant": "acme", "class": "dashboard"})
             assert status == 200 and where["workgroup"] == "http-0" and where["port"] > 0, where
             assert call(f"{url}/route", {"query_id": 2, "template": 3, "instance": 1, "slo": 30})[1]["cluster_id"] == 1
@@ -406,14 +434,7 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
                 r.read()
                 assert r.status == status, (path, r.status)
             conn.close()
-            proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err
-        end = json.loads(out.strip().splitlines()[-1])
-        assert end["stopped"] is True and end["cost"] > 0
+        assert served.end["stopped"] is True and served.end["cost"] > 0
         # The log: each query once, across its parts, as a query log the reservoir takes.
         log = read_table(tmp_path / "log")  # the directory of parts, as one table
         assert sorted(zip(log["query_id"].to_pylist(), log["outcome"].to_pylist())) == [(1, "completed"), (2, "timeout")]
@@ -442,31 +463,23 @@ def test_autoslo_serve_follows_the_published_plans_without_dropping_a_workgroup(
     today = plans / f"{dt.datetime.now(dt.timezone.utc).date().isoformat()}.yaml"
     ExecutionConfig({"initial_clusters": [8], "autoscaler": None, "routing": "round-robin"}).save(today)
     with LocalEndpoint(time_factor=0.005) as ep:
-        cmd = [sys.executable, "-m", "autoslo", "serve", "--plans", str(plans), "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "day"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            url = json.loads(proc.stdout.readline())["serving"]  # type: ignore[union-attr]
+        with _AutosloServe("--plans", str(plans), "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "day") as served:
+            url = served.start["serving"]
             assert [c["workgroup"] for c in clusters(url)] == ["day-0"]
             # Republished with a second cluster and another routing: refused, the plan stays.
             ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "autoslo"}).save(today)
-            proc.send_signal(signal.SIGHUP)
-            refused = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            served.proc.send_signal(signal.SIGHUP)
+            refused = served.line()
             assert "routes by `autoslo`" in refused["error"] and refused["kept"] == "the plan in force", refused
             ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin"}).save(today)
-            proc.send_signal(signal.SIGHUP)
-            taken = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            served.proc.send_signal(signal.SIGHUP)
+            taken = served.line()
             assert taken["plan"] == str(today) and taken["spun_up"] == [8], taken
             deadline = time.monotonic() + 60
             while [c["state"] for c in clusters(url)] != ["available", "available"] and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert [(c["workgroup"], c["state"]) for c in clusters(url)] == [("day-0", "available"), ("day-1", "available")]
-            proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err
-        assert [e["event"] for e in json.loads(out.strip().splitlines()[-1])["events"]].count("plan") == 1
+        assert [e["event"] for e in served.end["events"]].count("plan") == 1
         time.sleep(0.3)
         assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
 
