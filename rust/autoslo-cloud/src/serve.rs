@@ -106,8 +106,6 @@ pub struct ServedTotals {
     pub tenant: String,
     pub class: String,
     pub routed: u64,
-    /// Routed and not yet ended.
-    pub running: u64,
     /// Completed within the SLO.
     pub met: u64,
     /// Completed after it.
@@ -122,6 +120,11 @@ pub struct ServedTotals {
 }
 
 impl ServedTotals {
+    /// Routed and not yet ended.
+    pub fn running(&self) -> u64 {
+        self.routed - self.ended()
+    }
+
     /// Queries that ended.
     pub fn ended(&self) -> u64 {
         self.met + self.late + self.timed_out + self.failed + self.cancelled
@@ -178,7 +181,6 @@ impl Books {
     fn finish(&mut self, query_id: u64, o: Open, end: f64, outcome: Outcome) {
         let q = ServedQuery { query_id, text: o.text, tenant: o.tenant, class: o.class, slo: o.slo, arrival: o.at, cluster: o.placed.map(|size| (o.cluster, size)), end: end.max(o.at), outcome };
         let t = self.totals_of(&q.tenant, &q.class);
-        t.running = t.running.saturating_sub(1);
         match q.outcome {
             Outcome::Completed if q.met() => t.met += 1,
             Outcome::Completed => t.late += 1,
@@ -278,9 +280,7 @@ impl Service {
             // Logged and counted under the names a query log without them gets.
             let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
             b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo });
-            let t = b.totals_of(tenant, class);
-            t.routed += 1;
-            t.running += 1;
+            b.totals_of(tenant, class).routed += 1;
             c
         };
         let give_up = Instant::now() + Duration::from_secs_f64(self.fleet.settings.create_timeout_s);
@@ -289,7 +289,8 @@ impl Service {
                 let mut b = self.books();
                 let now = self.cp.now();
                 let mut slots = self.fleet.slots();
-                let seen = match (b.open.get_mut(&query_id), slots.get_mut(&c)) {
+                // `None`: its workgroup is still being created.
+                let refused: Option<String> = match (b.open.get_mut(&query_id), slots.get_mut(&c)) {
                     // Completed or timed out while it waited for its cluster.
                     (None, _) => return Err(CloudError::Unroutable(format!("query {query_id} ended before cluster {c} was available"))),
                     (Some(open), Some(s)) => match (&s.state, &s.endpoint) {
@@ -302,18 +303,17 @@ impl Service {
                             b.bill(c, running, true, now, self.fleet.settings.billing.minimum_s);
                             return Ok(route);
                         }
-                        (SlotState::Ready(_), None) => Err(Some(format!("workgroup {} is available without an endpoint", s.name))),
-                        (SlotState::Pending, _) => Err(None),
-                        (SlotState::Failed(why), _) => Err(Some(format!("cluster {c} is lost: {why}"))),
-                        (SlotState::Gone, _) => Err(Some(format!("cluster {c} is deleted"))),
+                        (SlotState::Ready(_), None) => Some(format!("workgroup {} is available without an endpoint", s.name)),
+                        (SlotState::Pending, _) => None,
+                        (SlotState::Failed(why), _) => Some(format!("cluster {c} is lost: {why}")),
+                        (SlotState::Gone, _) => Some(format!("cluster {c} is deleted")),
                     },
-                    (Some(_), None) => Err(Some(format!("cluster {c} is not one of the service's"))),
+                    (Some(_), None) => Some(format!("cluster {c} is not one of the service's")),
                 };
-                match seen {
-                    Err(None) if Instant::now() < give_up => None,
-                    Err(None) => Some(format!("cluster {c} was not available within {} s", self.fleet.settings.create_timeout_s)),
-                    Err(Some(why)) => Some(why),
-                    Ok(()) => None,
+                match refused {
+                    None if Instant::now() < give_up => None,
+                    None => Some(format!("cluster {c} was not available within {} s", self.fleet.settings.create_timeout_s)),
+                    why => why,
                 }
             };
             let Some(why) = why else {
@@ -399,8 +399,8 @@ impl Service {
     /// hold the queries routed from now on, and the clusters it wants up (initial, and scheduled
     /// before now when `day_start` is past) that no workgroup stands for are created; its later
     /// spinups come at their times. The plan is validated first; on error the plan in force
-    /// stays. Its routing must be the service's own, which the caller checks. Returns the sizes
-    /// spun up for it.
+    /// stays, as it does when the plan routes by another policy than the service. Returns the
+    /// sizes spun up for it.
     pub fn load_plan(&self, plan: ExecutionConfig, day_start: f64) -> Result<Vec<u32>> {
         if self.stopped {
             return Err(CloudError::Stopped);

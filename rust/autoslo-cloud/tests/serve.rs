@@ -96,7 +96,7 @@ fn a_service_routes_to_workgroups_the_client_runs_sql_on_and_scales_them() {
     assert!(log.iter().filter(|q| q.class == "adhoc").all(|q| q.slo == 60.0), "the caller's SLO");
     assert!(svc.take_served().is_empty(), "taken once");
     let totals = svc.totals();
-    assert_eq!(totals.iter().map(|t| (t.class.as_str(), t.routed, t.running, t.met + t.late)).collect::<Vec<_>>(), vec![("adhoc", 11, 0, 11), ("dashboard", 5, 0, 5)]);
+    assert_eq!(totals.iter().map(|t| (t.class.as_str(), t.routed, t.running(), t.met + t.late)).collect::<Vec<_>>(), vec![("adhoc", 11, 0, 11), ("dashboard", 5, 0, 5)]);
     // Billed while it ran queries, at least the minimum once, never more than the time since.
     let now = svc.now();
     for c in svc.clusters() {
@@ -148,7 +148,7 @@ fn a_query_the_client_never_completes_times_out_and_frees_its_cluster() {
     assert_eq!(log.iter().map(|q| (q.query_id, q.outcome)).collect::<Vec<_>>(), vec![(2, Outcome::Completed), (1, Outcome::TimedOut)]);
     assert!(log[1].latency() > 0.5, "timed out after timeout_s");
     let t = &svc.totals()[0];
-    assert_eq!((t.routed, t.running, t.met, t.timed_out, t.violation_rate()), (2, 0, 1, 1, Some(0.5)));
+    assert_eq!((t.routed, t.running(), t.met, t.timed_out, t.violation_rate()), (2, 0, 1, 1, Some(0.5)));
     // Off, nothing more is logged; the totals still count.
     svc.keep_log(false);
     svc.route(3, TEXT, "acme", "adhoc", Some(60.0)).unwrap();
@@ -210,7 +210,7 @@ fn every_routed_query_ends_exactly_once_in_the_log_under_concurrent_clients_and_
     let totals = svc.totals();
     assert_eq!(totals.len(), 4);
     for t in &totals {
-        assert_eq!((t.routed, t.running, t.ended(), t.cancelled, t.failed), (50, 0, 50, 0, 0), "{t:?}");
+        assert_eq!((t.routed, t.running(), t.ended(), t.cancelled, t.failed), (50, 0, 50, 0, 0), "{t:?}");
     }
     assert_eq!(totals.iter().map(|t| t.met + t.late).sum::<u64>() as usize, done.len());
     assert!(svc.clusters().iter().all(|c| c.running == 0 && c.billed_s > 0.0));
@@ -233,6 +233,9 @@ fn a_new_days_plan_takes_over_without_dropping_a_workgroup() {
     let mut bad = tomorrow("[8]");
     bad.initial_clusters.push(7);
     assert!(svc.load_plan(bad, svc.now()).unwrap_err().to_string().contains("base capacity"));
+    let mut other = tomorrow("[8]");
+    other.routing = "least-work".into();
+    assert!(svc.load_plan(other, svc.now()).unwrap_err().to_string().contains("routes by `least-work` and the control plane by `round-robin`"));
     svc.route(1, TEXT, "acme", "dashboard", None).unwrap();
     svc.complete(1, false).unwrap();
     // The 8 RPU workgroup stands for the plan's first initial cluster; a 16 is spun up for the

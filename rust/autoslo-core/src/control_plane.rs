@@ -214,13 +214,18 @@ impl ControlPlane {
     /// `spinup_s` is its selector's δ), its deadlines hold the queries routed from now on, and
     /// the clusters it wants up that none standing stands for are spun up
     /// ([`ExecutionConfig::taken_over`]). The plan is validated first; on error the plan in force
-    /// stays. Its routing is the caller's to check (a router keeps state a hand-over cannot
-    /// move). Returns the sizes spun up for it; the hand-over is logged as a `plan` event.
+    /// stays. So it does when the plan routes by another policy than the control plane's router:
+    /// a router keeps state a hand-over cannot move. Returns the sizes spun up for it; the
+    /// hand-over is logged as a `plan` event.
     pub fn load_plan(&self, plan: ExecutionConfig, day_start: f64, spinup_s: f64) -> Result<Vec<u32>> {
         if !day_start.is_finite() {
             return Err(AutoSloError::out_of_range("a plan's day start", "a finite time on the control plane's clock", day_start));
         }
         let plan = plan.validated()?;
+        let routing = self.shared.router()?.router().name().to_string();
+        if plan.routing != routing {
+            return Err(AutoSloError::InvalidConfig(format!("the plan routes by `{}` and the control plane by `{routing}`: a router's state cannot be handed over, so start one for that plan", plan.routing)));
+        }
         let standing: Vec<u32> = self.clusters()?.iter().map(|c| c.1).collect();
         let (placed, missing) = plan.taken_over(day_start, self.now(), &standing);
         self.replace_scaler(placed.scaler(spinup_s)?)?;

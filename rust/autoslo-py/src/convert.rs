@@ -405,7 +405,7 @@ pub fn totals_table(totals: &[ServedTotals]) -> PyResult<PyTable> {
         ("tenant", strs(totals.iter().map(|t| t.tenant.as_str()))),
         ("class", strs(totals.iter().map(|t| t.class.as_str()))),
         ("routed", u(|t| t.routed)),
-        ("running", u(|t| t.running)),
+        ("running", u(ServedTotals::running)),
         ("met", u(|t| t.met)),
         ("late", u(|t| t.late)),
         ("timed_out", u(|t| t.timed_out)),

@@ -126,8 +126,6 @@ pub fn simulate(
 #[pyclass(name = "ControlPlane", module = "autoslo._core", frozen)]
 pub struct PyControlPlane {
     inner: ControlPlane,
-    /// The routing policy it runs (a plan handed over must route the same way).
-    routing: String,
     /// The selector's δ a plan handed over plans with.
     spinup_s: f64,
 }
@@ -180,7 +178,7 @@ impl PyControlPlane {
         let scaler = crate::scaling::scaler(autoscaler_spec(autoscaler)?, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
         let policy = crate::slo_policy_of(config)?;
-        Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)?, routing: routing.to_string(), spinup_s })
+        Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)?, spinup_s })
     }
 
     /// Route a query arriving now; returns its cluster id. Its SLO is the deadline the
@@ -212,7 +210,7 @@ impl PyControlPlane {
     /// Returns the sizes spun up for the clusters it wants now.
     #[pyo3(signature = (config, day_start=None))]
     fn load_plan(&self, py: Python<'_>, config: &Bound<'_, PyAny>, day_start: Option<f64>) -> PyResult<Vec<u32>> {
-        let plan = crate::scaling::handed_over_plan(config, &self.routing)?;
+        let plan = crate::scaling::handed_over_plan(config)?;
         py.detach(|| self.inner.load_plan(plan, day_start.unwrap_or_else(|| self.inner.now()), self.spinup_s)).map_err(err)
     }
 

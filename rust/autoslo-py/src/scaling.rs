@@ -115,17 +115,12 @@ pub fn live_router(routing: &str, predictor: Option<&Bound<'_, crate::predictor:
     autoslo_core::router::router_by_name(routing, predictor.map(|p| &p.get().inner), autoslo_core::router::RouterOptions { billing, seed, slo_headroom, ..Default::default() }).map_err(err)
 }
 
-/// A plan handed over to a running control plane or service: `config` (an `ExecutionConfig`, or
-/// its JSON text), refused when it routes otherwise than `routing`, the policy in force (a
-/// router's state cannot be handed over).
-pub fn handed_over_plan(config: &Bound<'_, pyo3::PyAny>, routing: &str) -> PyResult<ExecutionConfig> {
+/// A plan handed over to a running control plane or service: `config`, an `ExecutionConfig` or
+/// its JSON text.
+pub fn handed_over_plan(config: &Bound<'_, pyo3::PyAny>) -> PyResult<ExecutionConfig> {
     let json: String = match config.extract::<String>() {
         Ok(s) => s,
         Err(_) => config.call_method0("to_json").and_then(|j| j.extract()).map_err(|_| pyo3::exceptions::PyTypeError::new_err("config must be an ExecutionConfig or its JSON text"))?,
     };
-    let plan = ExecutionConfig::from_json(&json).map_err(err)?;
-    if plan.routing != routing {
-        return Err(AutoSloCoreError::new_err(format!("the plan routes by `{}` and the control plane by `{routing}`: a router's state cannot be handed over, so start one for that plan", plan.routing)));
-    }
-    Ok(plan)
+    ExecutionConfig::from_json(&json).map_err(err)
 }

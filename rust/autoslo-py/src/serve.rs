@@ -22,8 +22,6 @@ use crate::{convert, AutoSloCoreError};
 pub struct PyService {
     /// Read: route, complete and look; write: stop.
     inner: RwLock<Service>,
-    /// The routing policy it serves with (a plan handed over must route the same way).
-    routing: String,
 }
 
 impl PyService {
@@ -72,7 +70,7 @@ impl PyService {
             drop(rt);
             Service::start(rs, r, scaler, &clusters, settings, policy)
         });
-        Ok(Self { inner: RwLock::new(svc.map_err(cloud_err)?), routing: routing.to_string() })
+        Ok(Self { inner: RwLock::new(svc.map_err(cloud_err)?) })
     }
 
     /// Route a query arriving now. Its SLO is the deadline the configuration's `slo_policy`
@@ -132,7 +130,7 @@ impl PyService {
     /// workgroup. Returns the sizes spun up to stand for its initial clusters.
     #[pyo3(signature = (config, day_start=None))]
     fn load_plan(&self, py: Python<'_>, config: &Bound<'_, PyAny>, day_start: Option<f64>) -> PyResult<Vec<u32>> {
-        let plan = crate::scaling::handed_over_plan(config, &self.routing)?;
+        let plan = crate::scaling::handed_over_plan(config)?;
         py.detach(|| self.read().and_then(|s| s.load_plan(plan, day_start.unwrap_or_else(|| s.now())).map_err(cloud_err)))
     }
 
