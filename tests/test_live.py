@@ -336,6 +336,11 @@ def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups()
     assert (totals["acme", "dashboard"]["met"], totals["acme", "adhoc"]["met"], totals["default", "adhoc"]["cancelled"]) == (5, 1, 1)
     assert totals["acme", "dashboard"]["violation_rate"] == 0.0 and totals["default", "adhoc"]["violation_rate"] == 1.0
     assert svc.cost() > 0 and all(c["billed_s"] > 0 for c in svc.clusters())
+    # Each workgroup's bill is split over the queries it ran: per query and per tenant × class,
+    # the costs sum to it; a query never placed pays nothing.
+    assert pc.sum(served["cost"]).as_py() == pytest.approx(svc.cost(), rel=1e-9)
+    assert sum(totals[k]["cost"] for k in totals) == pytest.approx(svc.cost(), rel=1e-9)
+    assert all(rows[q]["cost"] > 0 for q in rows)
     # A query log as it is: the reservoir stores it as history, the emulator replays it.
     with tempfile.TemporaryDirectory() as d:
         res = autoslo.Reservoir(d)
@@ -390,7 +395,7 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
     policy = {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}
     ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin", "slo_policy": policy}).save(tmp_path / "plan.yaml")
     with LocalEndpoint(time_factor=0.005) as ep:
-        args = ["--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http", "--log", str(tmp_path / "log"), "--log-every", "0.5"]
+        args = ["--config", str(tmp_path / "plan.yaml"), "--start-s", "0", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "http", "--log", str(tmp_path / "log"), "--log-every", "0.5", "--billing-minimum", "0.2"]
         with _AutosloServe(*args) as served:
             url = served.start["serving"]
             assert [c["workgroup"] for c in served.start["clusters"]] == ["http-0", "http-1"]
@@ -418,7 +423,7 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
                 assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
                 metrics = r.read().decode()
             assert 'autoslo_queries_ended_total{tenant="acme",class="dashboard",outcome="met"} 1.0' in metrics, metrics
-            assert 'autoslo_clusters{state="available"} 2.0' in metrics and "# TYPE autoslo_billed_dollars_total counter" in metrics
+            assert 'autoslo_clusters{state="available"} 2.0' in metrics and "# TYPE autoslo_billed_dollars_total counter" in metrics and 'autoslo_attributed_dollars_total{tenant="acme",class="dashboard"}' in metrics
             time.sleep(1.5)  # a log part is written every 0.5 s
             parts = list((tmp_path / "log").iterdir())
             assert parts and all(p.name.startswith("served-") and p.suffix == ".parquet" for p in parts), parts

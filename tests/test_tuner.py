@@ -575,11 +575,14 @@ def test_a_serving_log_reads_as_the_trace_of_the_day_it_served(tmp_path: Path, c
     assert from_served(served, day=day).num_rows == t.num_rows
     with pytest.raises(ValueError, match="no query of 2026-12-06"):
         from_served(served, day=day + dt.timedelta(days=1))
-    # The fidelity check: the same day, the same verdict; the cost is the service's, not per query.
+    # The fidelity check: the same day, the same verdict. A log without per-query costs (written
+    # before the service priced its queries) has no observed cost; one with them, their sum.
     as_trace, as_served = simulator_fidelity(t, cfg)["overall"], simulator_fidelity(served, cfg)["overall"]
     for k in ("queries", "observed_violation_rate", "simulated_violation_rate", "simulated_cost"):
         assert as_served[k] == pytest.approx(as_trace[k]), k
     assert as_served["observed_cost"] is None and as_trace["observed_cost"] > 0
+    priced = simulator_fidelity(served.append_column("cost", t["cost"]), cfg)["overall"]
+    assert priced["observed_cost"] == pytest.approx(as_trace["observed_cost"])
     # The directory `autoslo serve --log` writes, in two parts: the command line and the daily cycle.
     parts = tmp_path / "served"
     parts.mkdir()

@@ -344,11 +344,15 @@ class Service:
         """Dollars billed so far over every cluster."""
     def totals(self) -> pa.Table:
         """The queries so far per tenant × class (routed, running, met, late, timed_out, failed,
-        cancelled, violation_rate, latency_mean)."""
+        cancelled, violation_rate, latency_mean, cost: dollars attributed to its ended queries
+        whose cost is final; all of them once stopped)."""
     def take_served(self) -> pa.Table:
         """Take the queries that ended since the last take: a query log (query_id, arrival,
         arrival_s, template, instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome,
-        met)."""
+        met, cost). ``cost`` is the dollars of its cluster's bill attributed to it: each billed
+        second split among the queries running then, a busy period's idle part of the billing
+        minimum among that minute's queries. A query is taken once its cost is final: as it ends,
+        or once its cluster's billing minute is over. Once stopped, the costs sum to ``cost()``."""
     def keep_log(self, on: bool) -> None:
         """Keep the log of ended queries (on from the start) or not."""
     def log_dropped(self) -> int:

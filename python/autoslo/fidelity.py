@@ -35,7 +35,7 @@ def _figures(t: pa.Table) -> dict[str, Any]:
         "violation_rate": float(1.0 - met.mean()) if t.num_rows else float("nan"),
         "latency_p50": float(np.percentile(lat, 50)) if t.num_rows else float("nan"),
         "latency_p95": float(np.percentile(lat, 95)) if t.num_rows else float("nan"),
-        # None where the queries carry no cost (a serving log: the service bills workgroups).
+        # None where the queries carry no cost (a serving log written before queries were priced).
         "cost": None if t.num_rows and t["cost"].null_count == t.num_rows else float(pc.sum(t["cost"]).as_py() or 0.0),
     }
 
@@ -59,8 +59,8 @@ def simulator_fidelity(
 
     A serving log (``Service.take_served``, ``autoslo serve --log``) is taken as a trace
     (:func:`autoslo.traces.from_served`): the day the service served, its queries' latencies as
-    the clients saw them. Its observed cost is ``None`` (the service bills workgroups, not
-    queries: ``Service.cost``).
+    the clients saw them, and the costs of its workgroups' bills attributed to them (``None``
+    for a log written before the service priced its queries).
     """
     if is_served_log(trace):
         trace = from_served(trace)

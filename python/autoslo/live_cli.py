@@ -164,6 +164,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         name_prefix=args.name_prefix,
         create_timeout_s=args.create_timeout,
         keep_clusters=args.keep_clusters,
+        price_per_rpu_hour=args.price,
+        billing_minimum_s=args.billing_minimum,
     )
     # The service's clock at second 0 of the plan's day (the plan is placed start_s into it).
     day_zero = 0.0
@@ -318,6 +320,14 @@ def register(sub: Any) -> None:
     p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
     p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="seconds a workgroup may take to become available (default 900)")
     p.add_argument("--keep-clusters", dest="keep_clusters", action="store_true", help="leave the workgroups in place when stopping")
-    p.add_argument("--log", metavar="DIR", help="write every query that ends (SLO, cluster, latency, outcome) to Parquet parts in DIR: history for `autoslo reservoir add --log` (default: no log)")
+    p.add_argument("--price", type=argtypes.positive, default=0.375, help="dollars per RPU-hour the bills and per-query costs use (default 0.375, us-east-1)")
+    p.add_argument(
+        "--billing-minimum",
+        dest="billing_minimum",
+        type=argtypes.seconds_or_zero,
+        default=60.0,
+        help="seconds a workgroup is billed at least per busy period (default 60, Redshift Serverless's); a query's cost is final, and it is logged, at most this long after its period began",
+    )
+    p.add_argument("--log", metavar="DIR", help="write every query that ends (SLO, cluster, latency, outcome, cost) to Parquet parts in DIR: history for `autoslo reservoir add --log` (default: no log)")
     p.add_argument("--log-every", dest="log_every", type=argtypes.positive, default=300.0, help="seconds between log parts (default 300; the last is written at the stop)")
     p.set_defaults(func=cmd_serve)

@@ -13,7 +13,8 @@ GET      /events      → ``[{"time", "cluster_id", "size", "event", "reason"}]`
 GET      /health      → ``{"ok": true, "now": <service clock>}``
 GET      /stats       → ``{"now", "cost", "totals": [{"tenant", "class", "routed", "running", "met",
                       "late", "timed_out", "failed", "cancelled", "violation_rate",
-                      "latency_mean"}]}``
+                      "latency_mean", "cost"}]}`` (``cost``: dollars attributed to the
+                      ended queries whose cost is final)
 GET      /metrics     → the same, and each cluster's bill, in Prometheus's text format
 =======  ===========  ===========================================================================
 
@@ -88,7 +89,8 @@ def _sample(name: str, labels: dict[str, object], value: float) -> str:
 def metrics(svc: _core.Service) -> str:
     """What ``GET /metrics`` answers, in Prometheus's text exposition format (0.0.4): queries
     routed, running and ended (by outcome: met, late, timed_out, failed, cancelled) per tenant ×
-    class, each cluster's billed dollars and state, and log entries dropped."""
+    class, each cluster's billed dollars and state, the dollars attributed to each tenant ×
+    class, and log entries dropped."""
     lines: list[str] = []
 
     def family(name: str, kind: str, help_: str, samples: list[str]) -> None:
@@ -111,6 +113,12 @@ def metrics(svc: _core.Service) -> str:
         "counter",
         "Dollars billed so far, per cluster (while it runs queries, with the billing minimum).",
         [_sample("autoslo_billed_dollars_total", {"cluster": c["cluster_id"], "workgroup": c["workgroup"], "size": c["size"]}, float(c["cost"])) for c in clusters],
+    )
+    family(
+        "autoslo_attributed_dollars_total",
+        "counter",
+        "Dollars of the clusters' bills attributed to the queries that ended, per tenant and class (final a billing minimum after a busy period began).",
+        [_sample("autoslo_attributed_dollars_total", lab, float(t["cost"])) for lab, t in tc],
     )
     states = ("creating", "available", "lost", "deleted")
     family("autoslo_clusters", "gauge", "Clusters by state.", [_sample("autoslo_clusters", {"state": st}, float(sum(c["state"] == st for c in clusters))) for st in states])

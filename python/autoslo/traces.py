@@ -37,8 +37,9 @@ def from_served(log: pa.Table, day: dt.date | None = None) -> pa.Table:
     ``predictor.from_traces``): ``arrival`` in seconds from 00:00 UTC of ``day`` (default: the
     day of the first arrival), ``start`` = ``arrival`` (the client runs the query as soon as it
     is routed), ``end`` = ``arrival`` + ``latency``, ``censored`` for a timed-out query, rows in
-    arrival order. Given ``day``, only that day's queries. ``cost`` is null: the service bills its
-    workgroups, not its queries (``Service.cost``)."""
+    arrival order. Given ``day``, only that day's queries. ``cost`` is each query's part of its
+    workgroup's bill as the service attributed it (null in a log written before the service
+    priced its queries)."""
     if not is_served_log(log):
         raise ValueError(f"not a serving log (it has {', '.join(log.column_names)}): give what `Service.take_served` or `autoslo serve --log` wrote")
     epoch = epoch_seconds(log["arrival"], "serving log")
@@ -48,7 +49,9 @@ def from_served(log: pa.Table, day: dt.date | None = None) -> pa.Table:
     first = dt.date(1970, 1, 1) + dt.timedelta(days=int(np.floor(epoch.min() / DAY_S)))
     midnight = ((day or first) - dt.date(1970, 1, 1)).days * DAY_S
     arrival = epoch - midnight
-    t = log.drop_columns(["arrival", "arrival_s"])
+    t = log.drop_columns([c for c in ("arrival", "arrival_s", "cost") if c in log.column_names])
+    cost = log["cost"].cast(pa.float64()) if "cost" in log.column_names else pa.nulls(log.num_rows, pa.float64())
+    t = t.append_column("cost", cost)
     if day is not None:
         keep = (arrival >= 0) & (arrival < DAY_S)
         if not keep.any():
@@ -60,5 +63,4 @@ def from_served(log: pa.Table, day: dt.date | None = None) -> pa.Table:
     t = t.append_column("start", pc.if_else(placed, t["arrival"], pa.scalar(None, pa.float64())))
     t = t.append_column("end", pa.array(arrival + latency, pa.float64()))
     t = t.append_column("censored", pc.equal(t["outcome"], "timeout"))
-    t = t.append_column("cost", pa.nulls(t.num_rows, pa.float64()))
     return t.take(pc.sort_indices(t, [("arrival", "ascending")]))

@@ -155,7 +155,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         ]
         print(fmt_table(rows, list(rows[0])) + "\n")
     o = out["overall"]
-    observed = "not per query (a serving log: the service's bill is `Service.cost`)" if o["observed_cost"] is None else f"${o['observed_cost']:.2f}"
+    observed = "not per query (a serving log written before queries were priced)" if o["observed_cost"] is None else f"${o['observed_cost']:.2f}"
     print(f"cost: observed {observed}, simulated ${o['simulated_cost']:.2f}")
     gap = 100 * o["violation_rate_gap"]
     verdict = "optimistic" if gap < 0 else "pessimistic" if gap > 0 else "exact"

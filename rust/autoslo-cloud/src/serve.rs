@@ -16,18 +16,25 @@
 //! service's log with its SLO, cluster, latency and outcome ([`Service::take_served`], drained by
 //! the caller, e.g. into the Workload Reservoir), and in running totals per tenant × class
 //! ([`Service::totals`]). Each workgroup's bill so far follows Redshift Serverless's rule (billed
-//! while it runs queries, with the billing minimum; [`ServedCluster::cost`]).
+//! while it runs queries, with the billing minimum; [`ServedCluster::cost`]), and is split over
+//! the queries it ran as they run ([`autoslo_core::cost_meter`]): each second among the queries
+//! running then, a busy period's idle part of the billing minimum among the queries of that
+//! minute. A query's cost is final when it has ended and its cluster's first minute of that busy
+//! period is over, so a query ending within that minute is logged once it is over (at most the
+//! billing minimum after it was routed); the totals count it as it ends, its cost as it is final.
+//! Once stopped, the logged queries' costs sum to the bill.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use autoslo_core::autoscaler::Decision;
-use autoslo_core::billing::BillingTimer;
+use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::ClusterId;
 use autoslo_core::control::{Router, Scaler};
 use autoslo_core::control_plane::{ControlPlane, LiveEvent};
+use autoslo_core::cost_meter::{CostMeter, Settled};
 use autoslo_core::tenancy::SloPolicy;
 use autoslo_core::tuner::ExecutionConfig;
 pub use autoslo_core::trace::Outcome;
@@ -86,6 +93,8 @@ pub struct ServedQuery {
     /// `Completed`, `TimedOut` (the client said so, or `timeout_s` passed), `Failed` (never
     /// placed) or `Cancelled` (still running when the service stopped).
     pub outcome: Outcome,
+    /// Dollars of its cluster's bill attributed to it (0 when never placed).
+    pub cost: f64,
 }
 
 impl ServedQuery {
@@ -117,6 +126,9 @@ pub struct ServedTotals {
     pub cancelled: u64,
     /// Sum of the completed queries' latencies (s).
     pub completed_latency_s: f64,
+    /// Dollars attributed to its ended queries whose cost is final (all of them once the
+    /// service stopped).
+    pub cost: f64,
 }
 
 impl ServedTotals {
@@ -163,11 +175,14 @@ struct Open {
 /// What the service keeps of its queries, under one lock (taken before the fleet's).
 struct Books {
     open: HashMap<u64, Open>,
+    /// Ended queries whose cost is not final yet (their cluster's billing minimum runs).
+    unpriced: HashMap<u64, ServedQuery>,
     log: VecDeque<ServedQuery>,
     keep_log: bool,
     dropped: u64,
     totals: BTreeMap<(String, String), ServedTotals>,
-    bills: HashMap<ClusterId, BillingTimer>,
+    billing: BillingPolicy,
+    bills: HashMap<ClusterId, CostMeter>,
     /// When the service stopped (its clock): the bills are final from then.
     stopped_at: Option<f64>,
 }
@@ -177,9 +192,10 @@ impl Books {
         self.totals.entry((tenant.to_string(), class.to_string())).or_insert_with(|| ServedTotals { tenant: tenant.to_string(), class: class.to_string(), ..Default::default() })
     }
 
-    /// The query ended at `end` with `outcome`: counted, and logged.
-    fn finish(&mut self, query_id: u64, o: Open, end: f64, outcome: Outcome) {
-        let q = ServedQuery { query_id, text: o.text, tenant: o.tenant, class: o.class, slo: o.slo, arrival: o.at, cluster: o.placed.map(|size| (o.cluster, size)), end: end.max(o.at), outcome };
+    /// The query ended at `end` with `outcome`: counted, and logged with its cost (`seconds`
+    /// of its cluster's bill), or kept until that is final (`None`).
+    fn finish(&mut self, query_id: u64, o: Open, end: f64, outcome: Outcome, seconds: Option<f64>) {
+        let q = ServedQuery { query_id, text: o.text, tenant: o.tenant, class: o.class, slo: o.slo, arrival: o.at, cluster: o.placed.map(|size| (o.cluster, size)), end: end.max(o.at), outcome, cost: 0.0 };
         let t = self.totals_of(&q.tenant, &q.class);
         match q.outcome {
             Outcome::Completed if q.met() => t.met += 1,
@@ -191,6 +207,18 @@ impl Books {
         if q.outcome == Outcome::Completed {
             t.completed_latency_s += q.latency();
         }
+        match (q.cluster, seconds) {
+            (Some(_), None) => {
+                self.unpriced.insert(query_id, q);
+            }
+            (_, seconds) => self.priced(q, seconds.unwrap_or(0.0)),
+        }
+    }
+
+    /// Ended query `q`'s cost is final (`seconds` of its cluster's bill): counted and logged.
+    fn priced(&mut self, mut q: ServedQuery, seconds: f64) {
+        q.cost = q.cluster.map_or(0.0, |(_, size)| self.billing.cost(size, seconds));
+        self.totals_of(&q.tenant, &q.class).cost += q.cost;
         if self.keep_log {
             if self.log.len() >= LOG_CAPACITY {
                 self.log.pop_front();
@@ -200,17 +228,65 @@ impl Books {
         }
     }
 
-    /// A query left (or joined) cluster `c`, whose running count is now `running`: its bill
-    /// pauses (after the minimum) when nothing runs, and resumes with the first query.
-    fn bill(&mut self, c: ClusterId, running: usize, joined: bool, now: f64, minimum_s: f64) {
-        let timer = self.bills.entry(c).or_insert_with(|| BillingTimer::new(minimum_s));
-        // Times are read under this lock, so they never go back; `max` keeps that a guarantee.
-        let now = now.max(timer.last_event());
-        let _ = match (joined, running) {
-            (true, 1) => timer.on_arrival(now),
-            (false, 0) => timer.on_idle(now),
-            _ => Ok(()),
-        };
+    /// Ended queries whose cost became final.
+    fn settle(&mut self, settled: Vec<Settled>) {
+        for s in settled {
+            if let Some(q) = self.unpriced.remove(&s.query) {
+                self.priced(q, s.seconds);
+            }
+        }
+    }
+
+    /// Query `q` started running on cluster `c` at `now`: the cluster's bill runs (resuming
+    /// with the first query).
+    fn join(&mut self, c: ClusterId, q: u64, now: f64) {
+        let minimum_s = self.billing.minimum_s;
+        // The minimum was validated with the settings; times are read under this lock, so they
+        // never go back (the meter clamps them anyway).
+        let Some(meter) = self.meter(c, minimum_s) else { return };
+        if let Ok(settled) = meter.join(q, now) {
+            self.settle(settled);
+        }
+    }
+
+    /// Query `q` left cluster `c` at `now`: its attributed seconds if final (the bill pauses,
+    /// after the minimum, when nothing runs).
+    fn leave(&mut self, c: ClusterId, q: u64, now: f64) -> Option<f64> {
+        let minimum_s = self.billing.minimum_s;
+        let (mine, settled) = self.meter(c, minimum_s)?.leave(q, now).ok()?;
+        self.settle(settled);
+        mine
+    }
+
+    fn meter(&mut self, c: ClusterId, minimum_s: f64) -> Option<&mut CostMeter> {
+        match self.bills.entry(c) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(e) => Some(e.insert(CostMeter::new(minimum_s).ok()?)),
+        }
+    }
+
+    /// Every cluster's clock moves to `now`: costs that became final are logged.
+    fn advance(&mut self, now: f64) {
+        let mut settled = Vec::new();
+        for m in self.bills.values_mut() {
+            settled.extend(m.advance(now).unwrap_or_default());
+        }
+        self.settle(settled);
+    }
+
+    /// Nothing more runs (the service stopped at `now`): every busy period is billed to its
+    /// end, and every cost is final.
+    fn close(&mut self, now: f64) {
+        let mut settled = Vec::new();
+        for m in self.bills.values_mut() {
+            settled.extend(m.close(now).unwrap_or_default());
+        }
+        self.settle(settled);
+        // A query whose meter refused it (never: ids are unique) still reaches the log.
+        let left: Vec<ServedQuery> = self.unpriced.drain().map(|(_, q)| q).collect();
+        for q in left {
+            self.priced(q, 0.0);
+        }
     }
 }
 
@@ -242,7 +318,7 @@ impl Service {
                 return Err(e.into());
             }
         };
-        let books = Arc::new(Mutex::new(Books { open: HashMap::new(), log: VecDeque::new(), keep_log: true, dropped: 0, totals: BTreeMap::new(), bills: HashMap::new(), stopped_at: None }));
+        let books = Arc::new(Mutex::new(Books { open: HashMap::new(), unpriced: HashMap::new(), log: VecDeque::new(), keep_log: true, dropped: 0, totals: BTreeMap::new(), billing: settings.billing, bills: HashMap::new(), stopped_at: None }));
         let watchdog = {
             let (cp, fleet, books) = (Arc::clone(&cp), Arc::clone(&fleet), Arc::clone(&books));
             rt.spawn(async move {
@@ -298,9 +374,8 @@ impl Service {
                             s.inflight += 1;
                             open.placed = Some(s.size);
                             let route = Route { cluster: c, size: s.size, workgroup: s.name.clone(), address: address.clone(), port: *port };
-                            let running = s.inflight;
                             drop(slots);
-                            b.bill(c, running, true, now, self.fleet.settings.billing.minimum_s);
+                            b.join(c, query_id, now);
                             return Ok(route);
                         }
                         (SlotState::Ready(_), None) => Some(format!("workgroup {} is available without an endpoint", s.name)),
@@ -324,7 +399,7 @@ impl Service {
             {
                 let mut b = self.books();
                 if let Some(open) = b.open.remove(&query_id) {
-                    b.finish(query_id, open, self.cp.now(), Outcome::Failed);
+                    b.finish(query_id, open, self.cp.now(), Outcome::Failed, None);
                 }
             }
             let _ = self.cp.complete(query_id, true);
@@ -365,7 +440,7 @@ impl Service {
             .slots()
             .iter()
             .map(|(&id, s)| {
-                let billed_s = b.bills.get(&id).map_or(0.0, |t| match b.stopped_at {
+                let billed_s = b.bills.get(&id).map(CostMeter::timer).map_or(0.0, |t| match b.stopped_at {
                     // Stopped: nothing more runs, so each busy period is billed to its end, the
                     // minimum included.
                     Some(at) => t.billed_seconds_until_drained(at),
@@ -418,9 +493,15 @@ impl Service {
         self.books().totals.values().cloned().collect()
     }
 
-    /// Take the ended queries logged since the last take, in the order they ended.
+    /// Take the ended queries logged since the last take, in the order their costs became
+    /// final: as they ended, or once their cluster's billing minimum ran out.
     pub fn take_served(&self) -> Vec<ServedQuery> {
-        self.books().log.drain(..).collect()
+        let mut b = self.books();
+        if b.stopped_at.is_none() {
+            let now = self.cp.now();
+            b.advance(now);
+        }
+        b.log.drain(..).collect()
     }
 
     /// Keep a log of ended queries (on from the start), or not: off, nothing more is logged,
@@ -490,6 +571,7 @@ impl Service {
                         end_on_cluster(&mut b, &self.fleet, q, open, now, Outcome::Cancelled);
                     }
                 }
+                b.close(now);
                 b.stopped_at = Some(now);
             }
             rt.block_on(delete_left(&fleet));
@@ -505,25 +587,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Query `query_id` (`open`) ended at `now` with `outcome`: it leaves its cluster (whose bill
 /// pauses when nothing runs there) and is counted and logged.
 fn end_on_cluster(b: &mut Books, fleet: &Fleet, query_id: u64, open: Open, now: f64, outcome: Outcome) {
+    let mut seconds = None;
     if open.placed.is_some() {
-        let running = fleet.slots().get_mut(&open.cluster).map(|s| {
+        if let Some(s) = fleet.slots().get_mut(&open.cluster) {
             s.inflight = s.inflight.saturating_sub(1);
-            s.inflight
-        });
-        if let Some(running) = running {
-            b.bill(open.cluster, running, false, now, fleet.settings.billing.minimum_s);
         }
+        seconds = b.leave(open.cluster, query_id, now);
     }
-    b.finish(query_id, open, now, outcome);
+    b.finish(query_id, open, now, outcome, seconds);
 }
 
 /// Routed queries never completed within the settings' `timeout_s` (control-plane s) end as
 /// timed out, so a client that forgets a query (or dies) does not hold its cluster busy forever.
+/// Costs whose cluster's billing minimum ran out are final (logged) as well.
 fn expire(cp: &ControlPlane, fleet: &Fleet, books: &Mutex<Books>) {
-    let Some(timeout) = fleet.settings.timeout_s else { return };
     let stale: Vec<u64> = {
         let mut b = lock(books);
         let now = cp.now();
+        b.advance(now);
+        let Some(timeout) = fleet.settings.timeout_s else { return };
         let mut ids: Vec<u64> = b.open.iter().filter(|(_, o)| now - o.at > timeout).map(|(q, _)| *q).collect();
         ids.sort_unstable();
         for &q in &ids {

@@ -9,6 +9,7 @@ use autoslo_cloud::manager::{ManagerOptions, RedshiftServerless};
 use autoslo_cloud::serve::{Outcome, Route, Service};
 use autoslo_cloud::CloudError;
 use autoslo_core::autoscaler::snowflake::{Policy, SnowflakeScaler};
+use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::control::RoundRobin;
 use autoslo_core::tenancy::SloPolicy;
@@ -18,8 +19,24 @@ fn manager(ep: &LocalEndpoint) -> RedshiftServerless {
     rt.block_on(RedshiftServerless::connect(&ManagerOptions { endpoint: Some(ep.url()), initial_backoff: Duration::from_millis(5), ..Default::default() })).unwrap()
 }
 
+/// The billing minimum of these tests (s): a query's cost is final, and it is logged, at most
+/// this long after its cluster's busy period began.
+const MINIMUM_S: f64 = 0.5;
+
 fn settings(prefix: &str) -> LiveSettings {
-    LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 60.0, initial_timeout_s: Some(120.0), delete_timeout_s: 30.0, ..Default::default() }
+    let billing = BillingPolicy { minimum_s: MINIMUM_S, ..Default::default() };
+    LiveSettings { name_prefix: prefix.into(), tick_s: 0.1, expected_spinup_s: 0.5, create_timeout_s: 60.0, initial_timeout_s: Some(120.0), delete_timeout_s: 30.0, billing, ..Default::default() }
+}
+
+/// Wait until every ended query's cost is final (its cluster's billing minimum ran out).
+fn until_priced() {
+    std::thread::sleep(Duration::from_secs_f64(MINIMUM_S + 0.2));
+}
+
+/// Attributed costs sum to the bill (dollars, to rounding).
+fn assert_costs_sum_to_the_bill(costs: impl IntoIterator<Item = f64>, bill: f64) {
+    let attributed: f64 = costs.into_iter().sum();
+    assert!(bill > 0.0 && (attributed - bill).abs() <= 1e-9 * bill, "attributed {attributed} billed {bill}");
 }
 
 /// Run `sql` on the routed workgroup, as a client would.
@@ -86,7 +103,9 @@ fn a_service_routes_to_workgroups_the_client_runs_sql_on_and_scales_them() {
         svc.complete(q, false).unwrap();
     }
     assert!(svc.lost(9, "x").is_err());
-    // What it served is kept: 16 queries, each once, in the log and the totals per tenant × class.
+    // What it served is kept: 16 queries, each once, in the log and the totals per tenant × class,
+    // each with its cost once its cluster's billing minimum ran out.
+    until_priced();
     let log = svc.take_served();
     let mut ids: Vec<u64> = log.iter().map(|q| q.query_id).collect();
     ids.sort_unstable();
@@ -112,8 +131,13 @@ fn a_service_routes_to_workgroups_the_client_runs_sql_on_and_scales_them() {
     svc.stop();
     let left = svc.take_served();
     assert_eq!(left.iter().map(|q| (q.query_id, q.outcome)).collect::<Vec<_>>(), vec![(25, Outcome::Cancelled)]);
-    // Stopped, the bills are final: every busy period at least the minimum (60 s).
-    assert!(svc.clusters().iter().all(|c| c.billed_s >= 60.0), "{:?}", svc.clusters());
+    // Stopped, the bills are final: every busy period at least the minimum, and the queries'
+    // costs sum to them. (A cluster the scaler added after the loss may have run nothing.)
+    let ran: std::collections::BTreeSet<u32> = log.iter().chain(&left).filter_map(|q| q.cluster.map(|c| c.0)).collect();
+    assert!(ran.len() >= 2 && svc.clusters().iter().all(|c| c.billed_s >= MINIMUM_S || (c.billed_s == 0.0 && !ran.contains(&c.cluster))), "{:?}", svc.clusters());
+    assert!(log.iter().chain(&left).all(|q| q.cost > 0.0), "each ran and paid");
+    assert_costs_sum_to_the_bill(log.iter().chain(&left).map(|q| q.cost), svc.cost());
+    assert_costs_sum_to_the_bill(svc.totals().iter().map(|t| t.cost), svc.cost());
     assert!(matches!(svc.route(30, TEXT, "acme", "dashboard", None), Err(CloudError::Stopped)));
     std::thread::sleep(Duration::from_millis(300));
     assert!(ep.workgroups().iter().all(|w| w.1 == "DELETING"), "{:?}", ep.workgroups());
@@ -144,6 +168,7 @@ fn a_query_the_client_never_completes_times_out_and_frees_its_cluster() {
     }
     assert_eq!(svc.clusters()[0].running, 0, "timed out after 0.5 s");
     assert!(svc.complete(1, false).unwrap_err().to_string().contains("not routed"));
+    until_priced();
     let log = svc.take_served();
     assert_eq!(log.iter().map(|q| (q.query_id, q.outcome)).collect::<Vec<_>>(), vec![(2, Outcome::Completed), (1, Outcome::TimedOut)]);
     assert!(log[1].latency() > 0.5, "timed out after timeout_s");
@@ -214,6 +239,11 @@ fn every_routed_query_ends_exactly_once_in_the_log_under_concurrent_clients_and_
     }
     assert_eq!(totals.iter().map(|t| t.met + t.late).sum::<u64>() as usize, done.len());
     assert!(svc.clusters().iter().all(|c| c.running == 0 && c.billed_s > 0.0));
+    // Each cluster's bill is split over the queries it ran: per query and per tenant, the
+    // costs sum to the bill.
+    assert!(log.iter().all(|q| q.cost >= 0.0 && q.cluster.is_some()));
+    assert_costs_sum_to_the_bill(log.iter().map(|q| q.cost), svc.cost());
+    assert_costs_sum_to_the_bill(totals.iter().map(|t| t.cost), svc.cost());
 }
 
 #[test]
@@ -255,6 +285,7 @@ fn a_new_days_plan_takes_over_without_dropping_a_workgroup() {
     let scheduled_at = events.iter().find(|e| e.kind == "spinup" && e.cluster == Some(2)).unwrap().time;
     assert!(scheduled_at >= start + 1.5, "the scheduled spinup comes at its time in the plan's day: {scheduled_at} after {start}");
     assert!(plan_at >= start);
+    until_priced();
     let log = svc.take_served();
     assert_eq!(log.iter().map(|q| (q.query_id, q.slo)).collect::<Vec<_>>(), vec![(1, 5.0), (2, 7.0)], "the plan's deadlines from the hand-over");
     // The same plan again, its day begun 10 s ago: every cluster it wants now stands already

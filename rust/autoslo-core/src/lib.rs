@@ -6,6 +6,7 @@
 //! - [`workload`]: queries, the paper's `BaseWorkload(λ)` and a Redbench-like multi-day generator;
 //! - [`slo`]: per-query latency SLOs (κ × per-template baseline, or user supplied);
 //! - [`billing`]: the usage-based billing timer of §2 and `ClusterCostUntilDrained`;
+//! - [`cost_meter`]: a cluster's bill split over its queries as they run (serving's chargeback);
 //! - [`cluster`] and [`control`]: clusters, and the control-plane interface (events in, actions out)
 //!   shared by the emulator, the Workload Simulator and the live router;
 //! - [`emulator`]: the seeded discrete-event warehouse model, the ground truth of every experiment;
@@ -33,6 +34,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod control;
 pub mod control_plane;
+pub mod cost_meter;
 pub mod emulator;
 pub mod live;
 pub mod placement;

@@ -141,15 +141,18 @@ impl PyService {
 
     /// The queries so far per tenant × class (a pyarrow.Table: tenant, class, routed, running,
     /// met, late, timed_out, failed, cancelled, violation_rate of those that ended,
-    /// latency_mean of those completed).
+    /// latency_mean of those completed, cost: dollars attributed to its ended queries whose cost
+    /// is final).
     fn totals(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         Ok(convert::totals_table(&self.read()?.totals())?.into_pyarrow(py)?.unbind())
     }
 
-    /// Take the queries that ended since the last take (a pyarrow.Table in the order they
-    /// ended: query_id, arrival as a UTC timestamp, arrival_s on the service's clock, template,
-    /// instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome, met). A query log:
-    /// `Reservoir.append` and `read_workload` take it as it is.
+    /// Take the queries that ended since the last take (a pyarrow.Table in the order their
+    /// costs became final: query_id, arrival as a UTC timestamp, arrival_s on the service's
+    /// clock, template, instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome,
+    /// met, cost in dollars). A query ending within its cluster's first billing minute of a busy
+    /// period is taken once that minute is over. A query log: `Reservoir.append` and
+    /// `read_workload` take it as it is.
     fn take_served(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let s = self.read()?;
         Ok(convert::served_table(&s.take_served(), s.started_unix())?.into_pyarrow(py)?.unbind())
