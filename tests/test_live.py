@@ -559,3 +559,23 @@ def test_boto3_is_a_second_client_and_every_response_matches_the_service_model()
                 assert err["__type"] in model.shape_names, err
                 _check_shape(model.shape_for(err["__type"]), {k: v for k, v in err.items() if k != "__type"}, err["__type"])
         assert {"CreateNamespace", "CreateWorkgroup", "GetWorkgroup", "UpdateWorkgroup", "ListWorkgroups", "ListNamespaces", "GetNamespace", "DeleteWorkgroup"} <= ops
+
+
+def test_a_service_deletes_the_workgroups_an_earlier_one_left_under_its_prefix() -> None:
+    """A service that kept its clusters (or died) leaves workgroups `<prefix>-<n>`; the next one
+    under the prefix takes over the initial ones and deletes the rest at its start, listing them."""
+    from autoslo.live import serve
+
+    with LocalEndpoint(time_factor=0.005) as ep:
+        with serve([8, 8, 8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="lf", keep_clusters=True, delete_timeout_s=30):
+            pass
+        assert sorted(w[0] for w in ep.workgroups()) == ["lf-0", "lf-1", "lf-2"]
+        with serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="lf", keep_leftovers=True, keep_clusters=True) as svc:
+            kept = sorted(e["reason"] for e in svc.events() if e["event"] == "leftover")
+        assert [r.split(" (")[0] for r in kept] == ["kept workgroup lf-1", "kept workgroup lf-2"], kept
+        with serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="lf", delete_timeout_s=30) as svc:
+            said = sorted(e["reason"] for e in svc.events() if e["event"] == "leftover")
+            assert [r.split(" (")[0] for r in said] == ["deleted workgroup lf-1", "deleted workgroup lf-2"], said
+            assert [(w[0], w[1]) for w in ep.workgroups() if w[1] != "DELETING"] == [("lf-0", "AVAILABLE")]
+            assert svc.route(1, 3, 1, 60.0)["workgroup"] == "lf-0"
+            svc.complete(1)

@@ -189,6 +189,7 @@ def live(
     spinup_s: float = 300.0,
     max_attempts: int = 2,
     keep_clusters: bool = False,
+    keep_leftovers: bool = False,
     db_user: str = "autoslo",
     db_name: str = "postgres",
     db_password: str | None = None,
@@ -212,7 +213,10 @@ def live(
     never available within ``create_timeout_s``) is retried once on another cluster; every query
     ends with exactly one row. The initial clusters are waited for up to ``initial_timeout_s``
     (default ``create_timeout_s``); if one does not come up, the run stops with that error. The
-    workgroups are deleted at the end unless ``keep_clusters``.
+    workgroups are deleted at the end unless ``keep_clusters``. Workgroups ``<name_prefix>-<n>``
+    beyond the initial clusters, left by an earlier run under the prefix (it died, or kept its
+    clusters), are deleted while the initial ones are made, unless ``keep_leftovers``; either way
+    each is an event ``leftover``.
     ``progress=True`` shows a bar; Ctrl-C stops the run, and the queries left are ``cancelled``.
     So does any signal whose Python handler raises, checked while the run waits: after the
     workgroups are deleted, ``KeyboardInterrupt`` returns what ran (``interrupted``), and any other
@@ -248,6 +252,7 @@ def live(
             spinup_s=spinup_s,
             max_attempts=max_attempts,
             keep_clusters=keep_clusters,
+            keep_leftovers=keep_leftovers,
             db_user=db_user,
             db_name=db_name,
             db_password=db_password,
@@ -297,6 +302,7 @@ def serve(
     tick_s: float = 10.0,
     spinup_s: float = 300.0,
     keep_clusters: bool = False,
+    keep_leftovers: bool = False,
     seed: int = 0,
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
@@ -327,7 +333,9 @@ def serve(
     ``svc.decisions()`` say what the service has and did. ``svc.stop()`` (also on leaving the
     ``with`` block) stops the autoscaler and deletes every workgroup, unless ``keep_clusters``,
     once its routed queries complete or ``delete_timeout_s`` has passed; queries still running
-    then end as ``cancelled``.
+    then end as ``cancelled``. Workgroups ``<name_prefix>-<n>`` beyond the initial clusters that an
+    earlier service under the prefix left (it died, or kept its clusters) are deleted at the start,
+    unless ``keep_leftovers``; each is an event ``leftover`` in ``svc.events()``.
 
     ``svc.load_plan(config, day_start)`` hands the service over to a new day's plan (its second 0
     at ``day_start`` on the service's clock, default now) without dropping a workgroup: its
@@ -335,11 +343,13 @@ def serve(
     spun up (``docs/live.md``). A plan routing by another policy is refused.
 
     What it served is kept. ``svc.totals()`` counts the queries per tenant × class (met, late,
-    timed out, failed, cancelled, violation rate); ``svc.clusters()`` carries each workgroup's
-    bill so far (final once stopped: each busy period's billing minimum included) and
-    ``svc.cost()`` their sum. ``svc.take_served()`` takes the queries that
-    ended since the last take, as a query log (arrival as a UTC timestamp, template, instance,
-    tenant, class, SLO, cluster, latency, outcome): append it to the Workload Reservoir and
+    timed out, failed, cancelled, violation rate, cost); ``svc.clusters()`` carries each
+    workgroup's bill so far (final once stopped: each busy period's billing minimum included) and
+    ``svc.cost()`` their sum. Each bill is split over the queries the workgroup ran, each second
+    among the queries running then (``docs/tenancy.md``). ``svc.take_served()`` takes the queries
+    that ended since the last take and whose cost is final (at most ``billing_minimum_s`` after
+    their workgroup's busy period began), as a query log (arrival as a UTC timestamp, template,
+    instance, tenant, class, SLO, cluster, latency, outcome, cost): append it to the Workload Reservoir and
     tomorrow's plan is tuned on today's traffic. Take it regularly: the service holds at most
     262,144 ended queries not taken and drops the oldest past that (``svc.log_dropped()``), or
     turn it off with ``svc.keep_log(False)``."""
@@ -361,6 +371,7 @@ def serve(
         tick_s=tick_s,
         spinup_s=spinup_s,
         keep_clusters=keep_clusters,
+        keep_leftovers=keep_leftovers,
         seed=seed,
         price_per_rpu_hour=price_per_rpu_hour,
         billing_minimum_s=billing_minimum_s,

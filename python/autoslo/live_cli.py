@@ -100,6 +100,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         tick_s=args.tick,
         spinup_s=args.spinup,
         name_prefix=args.name_prefix,
+        keep_leftovers=args.keep_leftovers,
         pool_size=args.pool_size,
         create_timeout_s=args.create_timeout,
         progress=args.progress,
@@ -164,6 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         name_prefix=args.name_prefix,
         create_timeout_s=args.create_timeout,
         keep_clusters=args.keep_clusters,
+        keep_leftovers=args.keep_leftovers,
         price_per_rpu_hour=args.price,
         billing_minimum_s=args.billing_minimum,
     )
@@ -204,7 +206,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = make_server(svc, args.host, args.port)
         threading.Thread(target=server.serve_forever, name="autoslo-serve-http", daemon=True).start()
         port = server.server_address[1]
-        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters(), "log": args.log}), flush=True)
+        leftovers = [e["reason"] for e in svc.events() if e["event"] == "leftover"]
+        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters(), "log": args.log, "leftovers": leftovers}), flush=True)
         try:
             last = time.monotonic()
             while not stop.wait(0.5):
@@ -281,6 +284,12 @@ def register(sub: Any) -> None:
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in workload seconds (default 10)")
     p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router plans with until a new workgroup is AVAILABLE, workload seconds (default 300)")
     p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
+    p.add_argument(
+        "--keep-leftovers",
+        dest="keep_leftovers",
+        action="store_true",
+        help="leave the workgroups <prefix>-<n> beyond the initial clusters that an earlier run left (default: delete them at the start; either way they are listed)",
+    )
     p.add_argument("--pool-size", dest="pool_size", type=argtypes.count(1), default=8, help="connections per cluster (default 8)")
     p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="real seconds a workgroup may take to become available (default 900)")
     p.add_argument("--trace", metavar="FILE", help="write the trace (the emulator's format, plus attempts, client_s, error) to Parquet")
@@ -318,6 +327,12 @@ def register(sub: Any) -> None:
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in seconds (default 10)")
     p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router plans with until a new workgroup is available (default 300)")
     p.add_argument("--name-prefix", dest="name_prefix", default="autoslo", help="workgroups are <prefix>-<cluster id> (default autoslo)")
+    p.add_argument(
+        "--keep-leftovers",
+        dest="keep_leftovers",
+        action="store_true",
+        help="leave the workgroups <prefix>-<n> beyond the initial clusters that an earlier run left (default: delete them at the start; either way they are listed)",
+    )
     p.add_argument("--create-timeout", dest="create_timeout", type=argtypes.positive, default=900.0, help="seconds a workgroup may take to become available (default 900)")
     p.add_argument("--keep-clusters", dest="keep_clusters", action="store_true", help="leave the workgroups in place when stopping")
     p.add_argument("--price", type=argtypes.positive, default=0.375, help="dollars per RPU-hour the bills and per-query costs use (default 0.375, us-east-1)")

@@ -61,6 +61,11 @@ pub struct LiveSettings {
     pub max_attempts: u32,
     /// Leave the workgroups in place at the end (default: delete them).
     pub keep_clusters: bool,
+    /// Leave in place, at the start, the workgroups `<prefix>-<n>` beyond the initial clusters
+    /// that an earlier run under the same prefix left (it died, or kept its clusters). By
+    /// default they are deleted while the initial clusters are made: the prefix is the
+    /// fleet's, and a later spinup of cluster `n` would take such a workgroup over anyway.
+    pub keep_leftovers: bool,
     /// The database user, database and password queries connect with (the local endpoint's
     /// servers trust `autoslo` on `postgres`; on AWS, the namespace's admin user on `dev`).
     pub db_user: String,
@@ -83,6 +88,7 @@ impl Default for LiveSettings {
             billing: BillingPolicy::default(),
             max_attempts: 2,
             keep_clusters: false,
+            keep_leftovers: false,
             db_user: crate::pg::LOCAL_USER.into(),
             db_name: crate::pg::LOCAL_DB.into(),
             db_password: None,
@@ -111,6 +117,7 @@ impl LiveSettings {
                 return Err(CloudError::out_of_range(what, "≥ 0 s", v));
             }
         }
+        self.billing.validated()?;
         let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
         if self.name_prefix.is_empty() || self.name_prefix.len() > 40 || !self.name_prefix.chars().all(ok) {
             return Err(CloudError::out_of_range("workgroup name prefix", "1-40 lowercase letters, digits or hyphens", &self.name_prefix));
@@ -582,12 +589,18 @@ pub(crate) fn check_fleet(sizes: &[u32], settings: &LiveSettings) -> Result<()> 
 pub(crate) async fn start_fleet(rs: &RedshiftServerless, handle: tokio::runtime::Handle, router: Box<dyn Router>, scaler: Box<dyn Scaler>, sizes: &[u32], settings: &LiveSettings) -> Result<(Arc<Fleet>, ControlPlane)> {
     let create_timeout = Duration::from_secs_f64(settings.initial_timeout_s.unwrap_or(settings.create_timeout_s));
     let names: Vec<String> = (0..sizes.len()).map(|i| format!("{}-{i}", settings.name_prefix)).collect();
+    // An earlier run's workgroups beyond the initial ones go while those are made.
+    let cleanup = {
+        let (rs, settings, initial) = (rs.clone(), settings.clone(), sizes.len());
+        tokio::spawn(async move { clean_leftovers(&rs, &settings, initial).await })
+    };
     let made = futures_join(names.iter().zip(sizes).map(|(n, &size)| {
         let rs = rs.clone();
         let n = n.clone();
         async move { rs.create_cluster(&n, Capacity::Base(size), create_timeout).await }
     }))
     .await;
+    let leftovers = cleanup.await.unwrap_or_else(|e| vec![format!("the clean-up of an earlier run's workgroups stopped: {e}")]);
     let mut infos = Vec::new();
     let mut first_err = None;
     for m in made {
@@ -609,7 +622,39 @@ pub(crate) async fn start_fleet(rs: &RedshiftServerless, handle: tokio::runtime:
         fleet.slots().insert(i as ClusterId, Slot { name: w.name.clone(), size: sizes[i], endpoint: endpoint_of(w), state: SlotState::Ready(pool), inflight: 0, requested_at: 0.0, ready_at: Some(0.0), teardown_at: None, gone_at: None, failed_reported: false, ready_reported: true });
     }
     let cp = ControlPlane::start(router, sizes, scaler, Box::new(CloudManager { fleet: Arc::clone(&fleet) }), settings.tick_s, settings.time_scale)?;
+    for what in leftovers {
+        cp.record("leftover", what);
+    }
     Ok((fleet, cp))
+}
+
+/// The workgroups `<prefix>-<n>` (n ≥ `initial`) an earlier run left, deleted (with their
+/// namespaces) unless `keep_leftovers`. Returns what was found and done, in words, for the
+/// control plane's log; a failure to list or delete is reported there and does not stop the
+/// start.
+async fn clean_leftovers(rs: &RedshiftServerless, settings: &LiveSettings, initial: usize) -> Vec<String> {
+    let prefix = format!("{}-", settings.name_prefix);
+    let ours = |name: &str| name.strip_prefix(&prefix).and_then(|n| if n.chars().all(|c| c.is_ascii_digit()) { n.parse::<usize>().ok() } else { None }).is_some_and(|n| n >= initial);
+    let left: Vec<WorkgroupInfo> = match rs.list_workgroups().await {
+        Ok(all) => all.into_iter().filter(|w| ours(&w.name)).collect(),
+        Err(e) => return vec![format!("could not list the workgroups to find an earlier run's: {e}")],
+    };
+    let timeout = Duration::from_secs_f64(settings.delete_timeout_s);
+    let done = futures_join(left.into_iter().map(|w| {
+        let (rs, keep) = (rs.clone(), settings.keep_leftovers);
+        async move {
+            let what = format!("workgroup {} ({} RPU, {}) left by an earlier run", w.name, w.base_capacity.map_or("?".into(), |c| c.to_string()), w.status);
+            if keep {
+                return format!("kept {what}");
+            }
+            match rs.delete_cluster(&w.name, timeout).await {
+                Ok(()) => format!("deleted {what}"),
+                Err(e) => format!("could not delete {what}: {e}"),
+            }
+        }
+    }))
+    .await;
+    done
 }
 
 /// One pass of the watchdog: a workgroup that became available takes queries from now; a lost

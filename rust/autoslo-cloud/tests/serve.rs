@@ -295,3 +295,38 @@ fn a_new_days_plan_takes_over_without_dropping_a_workgroup() {
     assert_eq!(svc.clusters().len(), 3);
     svc.stop();
 }
+
+#[test]
+fn workgroups_an_earlier_run_left_under_the_prefix_are_deleted_at_the_start_unless_kept() {
+    use autoslo_cloud::manager::Capacity;
+    let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
+    // A service that died left its clusters 0, 2 and 5; other fleets' workgroups stand beside them.
+    let rs = manager(&ep);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for name in ["left-0", "left-2", "left-5", "left-x-1", "other-3"] {
+        rt.block_on(rs.create_cluster(name, Capacity::Base(8), Duration::from_secs(60))).unwrap();
+    }
+    let names = |ep: &LocalEndpoint| {
+        let mut v: Vec<(String, String)> = ep.workgroups().into_iter().map(|w| (w.0, w.1)).filter(|w| w.1 != "DELETING").collect();
+        v.sort();
+        v
+    };
+    // Kept when asked: reported, untouched.
+    let kept = LiveSettings { keep_leftovers: true, keep_clusters: true, ..settings("left") };
+    let mut svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), Box::new(autoslo_core::control::StaticScaler), &[8], kept, None).unwrap();
+    let mut said: Vec<String> = svc.events().into_iter().filter(|e| e.kind == "leftover").map(|e| e.reason).collect();
+    said.sort();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].starts_with("kept workgroup left-2 (8 RPU, AVAILABLE)") && said[1].starts_with("kept workgroup left-5"), "{said:?}");
+    svc.stop();
+    assert_eq!(names(&ep).len(), 5);
+    // By default they go while the initial cluster (left-0, taken over) is made.
+    let mut svc = Service::start(manager(&ep), Box::new(RoundRobin::default()), Box::new(autoslo_core::control::StaticScaler), &[8], settings("left"), None).unwrap();
+    let said: Vec<String> = svc.events().into_iter().filter(|e| e.kind == "leftover").map(|e| e.reason).collect();
+    assert_eq!(said.iter().filter(|r| r.starts_with("deleted workgroup left-")).count(), 2, "{said:?}");
+    let left = names(&ep);
+    assert_eq!(left.iter().map(|w| w.0.as_str()).collect::<Vec<_>>(), vec!["left-0", "left-x-1", "other-3"], "{left:?}");
+    assert_eq!(svc.route(1, TEXT, "acme", "adhoc", Some(60.0)).unwrap().workgroup, "left-0");
+    svc.complete(1, false).unwrap();
+    svc.stop();
+}

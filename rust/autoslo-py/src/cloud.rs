@@ -207,7 +207,7 @@ fn duration(s: f64) -> PyResult<Duration> {
 
 /// Replay a workload live (see `autoslo.live.live`): returns (trace, clusters, events, extras).
 #[pyfunction]
-#[pyo3(signature = (workload, sql, clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), pool_size=8, create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, max_attempts=2, keep_clusters=false, db_user="autoslo", db_name="postgres", db_password=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, progress=None))]
+#[pyo3(signature = (workload, sql, clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), pool_size=8, create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, max_attempts=2, keep_clusters=false, keep_leftovers=false, db_user="autoslo", db_name="postgres", db_password=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn live(
     py: Python<'_>,
@@ -231,6 +231,7 @@ pub fn live(
     spinup_s: f64,
     max_attempts: u32,
     keep_clusters: bool,
+    keep_leftovers: bool,
     db_user: &str,
     db_name: &str,
     db_password: Option<String>,
@@ -244,7 +245,7 @@ pub fn live(
     let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
     let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
     let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
-    let settings = LiveSettings { time_scale, timeout_s, pool_size, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, max_attempts, keep_clusters, db_user: db_user.into(), db_name: db_name.into(), db_password };
+    let settings = LiveSettings { time_scale, timeout_s, pool_size, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, max_attempts, keep_clusters, keep_leftovers, db_user: db_user.into(), db_name: db_name.into(), db_password };
     let rt = runtime()?;
     let opts = manager_options(endpoint, region, 6);
     let rs = py.detach(|| rt.block_on(RedshiftServerless::connect(&opts))).map_err(cloud_err)?;

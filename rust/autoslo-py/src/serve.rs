@@ -33,7 +33,7 @@ impl PyService {
 #[pymethods]
 impl PyService {
     #[new]
-    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, keep_clusters=false, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, keep_clusters=false, keep_leftovers=false, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -53,6 +53,7 @@ impl PyService {
         tick_s: f64,
         spinup_s: f64,
         keep_clusters: bool,
+        keep_leftovers: bool,
         seed: u64,
         price_per_rpu_hour: f64,
         billing_minimum_s: f64,
@@ -62,7 +63,7 @@ impl PyService {
         let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
         let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
         let policy = crate::slo_policy_of(config)?;
-        let settings = LiveSettings { time_scale, timeout_s, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, keep_clusters, ..Default::default() };
+        let settings = LiveSettings { time_scale, timeout_s, create_timeout_s, initial_timeout_s, delete_timeout_s, name_prefix: name_prefix.to_string(), tick_s, expected_spinup_s: spinup_s, billing, keep_clusters, keep_leftovers, ..Default::default() };
         let opts = manager_options(endpoint, region, 6);
         let rt = runtime()?;
         let svc = py.detach(|| {
