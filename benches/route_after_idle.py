@@ -12,6 +12,8 @@ Beside each row, a fixed pure-Python loop timed after the same sleep tells how m
 machine itself runs after idle (the CPU's idle states and clock), whatever the router does.
 
 Run with ``make bench-route-idle`` (``python benches/route_after_idle.py --json`` prints JSON).
+With ``AUTOSLO_SIMD=avx2`` the predictor's kernel runs without AVX-512 (``portable``: without AVX2
+either), to measure what a machine without it gets.
 """
 
 from __future__ import annotations

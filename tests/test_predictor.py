@@ -157,6 +157,28 @@ def test_tch_backend_serves_the_same_predictions(model: predictor.Predictor) -> 
         assert all(abs(np.log(x) - np.log(y)) <= 1e-5 for (_, x), (_, y) in zip(ua, ub))
 
 
+def test_the_kernel_s_instruction_sets_can_be_capped_and_predict_the_same(model: predictor.Predictor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AUTOSLO_SIMD caps the native kernel's instruction sets (to measure a machine without
+    AVX-512 on one with it): every cap predicts what the default does; a bad value is refused."""
+    arrivals = [(3, 0.0), (17, 1.0), (64, 1.5), (72, 4.0), (9, 9.0), (3, 9.5), (40, 10.0), (51, 11.0), (88, 12.0)]
+
+    def run(m: predictor.Predictor) -> list[float]:
+        c, out = m.cluster(16), []
+        for i, (tpl, t) in enumerate(arrivals):
+            p, up = c.add_arrival(i, tpl, 1, t)
+            out += [p, *(x for _, x in up)]
+        return out
+
+    auto = run(model)
+    for cap in ("avx2", "portable"):
+        monkeypatch.setenv("AUTOSLO_SIMD", cap)
+        capped = run(predictor.load())
+        assert np.allclose(np.log(capped), np.log(auto), atol=1e-5), cap
+    monkeypatch.setenv("AUTOSLO_SIMD", "avx9")
+    with pytest.raises(_core.AutoSloCoreError, match="AUTOSLO_SIMD=.avx9.: give `auto`, `avx2` or `portable`"):
+        predictor.load()
+
+
 def test_rust_predictions_equal_pytorch(model: predictor.Predictor, small_traces: predictor.TraceSet) -> None:
     path = Path(model.meta["path"])
     s = build_samples(small_traces.test, path / "stage.json", "iconq+", 0.0, 0)

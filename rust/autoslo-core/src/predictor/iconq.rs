@@ -245,6 +245,25 @@ pub enum Simd {
     Avx2Fma,
 }
 
+/// The environment variable that caps the instruction sets the kernel uses: `portable`, `avx2`
+/// (AVX2 + FMA, no AVX-512) or `auto` (the default: the best the CPU has). For measuring what a
+/// machine without AVX-512 gets, on one with it; a set the CPU lacks is never used.
+pub const SIMD_ENV: &str = "AUTOSLO_SIMD";
+
+/// The cap [`SIMD_ENV`] sets: `(AVX2 allowed, AVX-512 allowed)`.
+fn simd_cap() -> Result<(bool, bool)> {
+    match std::env::var(SIMD_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok((true, true)),
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok((true, true)),
+            "avx2" => Ok((true, false)),
+            "portable" => Ok((false, false)),
+            other => Err(AutoSloError::InvalidConfig(format!("{SIMD_ENV}={other:?}: give `auto`, `avx2` or `portable`"))),
+        },
+        Err(e) => Err(AutoSloError::InvalidConfig(format!("{SIMD_ENV}: {e}"))),
+    }
+}
+
 fn detect_simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
@@ -585,6 +604,7 @@ impl NativeKernel {
             }
             Ok((s.clone(), d.as_slice()))
         };
+        let (allow_avx2, allow_avx512) = simd_cap()?;
         let d = INTERACTION_DIM;
         let (_, mu) = get("mu", &[Some(d)])?;
         let (_, sigma) = get("sigma", &[Some(d)])?;
@@ -626,8 +646,8 @@ impl NativeKernel {
             head1_b: h1b.to_vec(),
             head2_w: h2w.to_vec(),
             head2_b: h2b[0],
-            simd: detect_simd(),
-            avx512: detect_avx512(),
+            simd: if allow_avx2 { detect_simd() } else { Simd::Portable },
+            avx512: allow_avx2 && allow_avx512 && detect_avx512(),
         })
     }
 
