@@ -579,3 +579,64 @@ def test_a_service_deletes_the_workgroups_an_earlier_one_left_under_its_prefix()
             assert [(w[0], w[1]) for w in ep.workgroups() if w[1] != "DELETING"] == [("lf-0", "AVAILABLE")]
             assert svc.route(1, 3, 1, 60.0)["workgroup"] == "lf-0"
             svc.complete(1)
+
+
+def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_their_budgets() -> None:
+    """Admission on the serving path, as in the emulator: a query no cluster can serve within its
+    SLO, or one that would take its tenant past its budget, is refused before any work. It is not
+    routed, and ends in the log and totals as rejected (a violation with no cost). Over HTTP the
+    status says why."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from autoslo import predictor
+    from autoslo.live import QueryRejectedError, serve
+    from autoslo.serving import make_server
+    from autoslo.tenancy import Budgets, DeadlineAdmission
+
+    est = predictor.load().stage_estimate(3, 1, 8)
+    per_query = 0.375 * 8 * est / 3600
+    with pytest.raises(_core.AutoSloCoreError, match="budget of tenant 'acme'"):
+        Budgets({"acme": -1.0})
+    with LocalEndpoint(time_factor=0.005) as ep:
+        admission, budgets = DeadlineAdmission(), Budgets({"acme": 2.5 * per_query})
+        with serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="adm", admission=admission, budgets=budgets, billing_minimum_s=0.2) as svc:
+            with pytest.raises(QueryRejectedError, match="infeasible-deadline") as e:
+                svc.route(1, 3, 1, est / 10, tenant="beta")
+            assert e.value.reason == "infeasible-deadline"
+            for q in (2, 3):
+                svc.route(q, 3, 1, 60.0, tenant="acme")
+            with pytest.raises(QueryRejectedError) as e:
+                svc.route(4, 3, 1, 60.0, tenant="acme")
+            assert e.value.reason == "budget"
+            svc.route(5, 3, 1, 60.0, tenant="beta")
+            assert [c["running"] for c in svc.clusters()] == [3], "a rejected query takes no cluster"
+            for q in (2, 3, 5):
+                svc.complete(q)
+            server = make_server(svc, "127.0.0.1", 0)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            url = f"http://127.0.0.1:{server.server_address[1]}/route"
+
+            def post(body: dict[str, Any]) -> tuple[int, Any]:
+                req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        return r.status, json.loads(r.read())
+                except urllib.error.HTTPError as err:
+                    return err.code, json.loads(err.read())
+
+            assert post({"query_id": 6, "template": 3, "instance": 1, "slo": est / 10})[0] == 422
+            status, answer = post({"query_id": 7, "template": 3, "instance": 1, "slo": 60.0, "tenant": "acme"})
+            assert (status, answer["rejected"]) == (429, "budget"), answer
+            server.shutdown()
+            server.server_close()
+        served = svc.take_served()
+        rows = {r["query_id"]: r for r in served.to_pylist()}
+        assert {q: rows[q]["reject_reason"] for q in (1, 4, 6, 7)} == {1: "infeasible-deadline", 4: "budget", 6: "infeasible-deadline", 7: "budget"}
+        assert all(rows[q]["outcome"] == "rejected" and rows[q]["cost"] == 0 and rows[q]["cluster_id"] is None for q in (1, 4, 6, 7))
+        assert all(rows[q]["reject_reason"] is None and rows[q]["met"] for q in (2, 3, 5))
+        totals = {t["tenant"]: t for t in svc.totals().to_pylist()}
+        assert (totals["acme"]["routed"], totals["acme"]["rejected"], totals["default"]["rejected"]) == (2, 2, 1)
+        assert totals["acme"]["violation_rate"] == pytest.approx(0.5), "a rejection counts as a violation"
+        assert pc.sum(served["cost"]).as_py() == pytest.approx(svc.cost(), rel=1e-9)

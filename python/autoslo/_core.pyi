@@ -327,6 +327,8 @@ class Service:
         price_per_rpu_hour: float = 0.375,
         billing_minimum_s: float = 60.0,
         slo_headroom: float = ...,
+        admission: tuple[float, int | None] | None = None,
+        budgets: tuple[dict[str, float], float] | None = None,
     ) -> Service: ...
     def route(self, query_id: int, template: int, instance: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> dict[str, Any]:
         """Route a query arriving now: where to run it (cluster_id, size, workgroup, address, port)."""
@@ -345,12 +347,12 @@ class Service:
         """Dollars billed so far over every cluster."""
     def totals(self) -> pa.Table:
         """The queries so far per tenant × class (routed, running, met, late, timed_out, failed,
-        cancelled, violation_rate, latency_mean, cost: dollars attributed to its ended queries
-        whose cost is final; all of them once stopped)."""
+        cancelled, rejected, violation_rate (rejections count as violations), latency_mean, cost:
+        dollars attributed to its ended queries whose cost is final; all of them once stopped)."""
     def take_served(self) -> pa.Table:
         """Take the queries that ended since the last take: a query log (query_id, arrival,
         arrival_s, template, instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome,
-        met, cost). ``cost`` is the dollars of its cluster's bill attributed to it: each billed
+        met, cost, reject_reason). ``cost`` is the dollars of its cluster's bill attributed to it: each billed
         second split among the queries running then, a busy period's idle part of the billing
         minimum among that minute's queries. A query is taken once its cost is final: as it ends,
         or once its cluster's billing minute is over. Once stopped, the costs sum to ``cost()``."""
@@ -569,6 +571,12 @@ class WaitTimeoutError(CloudServiceError):
 
 class EndpointUnreachableError(CloudServiceError):
     """Redshift Serverless (or the local endpoint) could not be reached."""
+
+class QueryRejectedError(AutoSloCoreError):
+    """A served query refused at admission, before any work."""
+
+    reason: str
+    """``infeasible-deadline``, ``capacity`` or ``budget``."""
 
 @final
 class LocalEndpoint:

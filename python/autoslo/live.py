@@ -31,7 +31,11 @@ from autoslo.autoscaler import AutoscalerConfig, as_spec, served_plan
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.emulation import EmulationResult, _with_config, _with_extras
 from autoslo.progress import progress_bar
+from autoslo.tenancy import Budgets, DeadlineAdmission
 from autoslo.tuner import ExecutionConfig
+
+#: Raised by ``Service.route`` for a query refused at admission; ``reason`` names why.
+QueryRejectedError = _core.QueryRejectedError
 
 #: The Redshift Serverless endpoint on 127.0.0.1 backed by PostgreSQL servers (see the module doc).
 LocalEndpoint = _core.LocalEndpoint
@@ -307,6 +311,8 @@ def serve(
     price_per_rpu_hour: float = 0.375,
     billing_minimum_s: float = 60.0,
     slo_headroom: float = _core.DEFAULT_SLO_HEADROOM,
+    admission: DeadlineAdmission | None = None,
+    budgets: Budgets | None = None,
 ) -> _core.Service:
     """Serve routing decisions over real Redshift Serverless workgroups (AWS, or a
     :class:`LocalEndpoint` given as ``endpoint=ep.url``): the production side of AutoSLO.
@@ -352,11 +358,20 @@ def serve(
     instance, tenant, class, SLO, cluster, latency, outcome, cost): append it to the Workload Reservoir and
     tomorrow's plan is tuned on today's traffic. Take it regularly: the service holds at most
     262,144 ended queries not taken and drops the oldest past that (``svc.log_dropped()``), or
-    turn it off with ``svc.keep_log(False)``."""
+    turn it off with ``svc.keep_log(False)``.
+
+    ``admission`` (:class:`autoslo.tenancy.DeadlineAdmission`) and ``budgets``
+    (:class:`autoslo.tenancy.Budgets`, by tenant name; a day's window is a UTC day) refuse a
+    query before any work, as in the emulator: ``route`` raises
+    :class:`QueryRejectedError` (``reason``: ``infeasible-deadline``, ``capacity`` or
+    ``budget``), and the query ends in the log and the totals as ``rejected``, a violation that
+    took no cluster."""
     plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s)
+    # Admission and budgets read the predictor's Stage estimates, whatever the routing.
+    model = plan.predictor if plan.predictor is not None or (admission is None and budgets is None) else predictor_for(True, predictor)
     return _core.Service(
         plan.clusters,
-        predictor=plan.predictor,
+        predictor=model,
         routing=plan.routing,
         autoscaler=plan.autoscaler,
         config=plan.config,
@@ -376,4 +391,6 @@ def serve(
         price_per_rpu_hour=price_per_rpu_hour,
         billing_minimum_s=billing_minimum_s,
         slo_headroom=slo_headroom,
+        admission=admission.as_args() if admission is not None else None,
+        budgets=budgets.as_args() if budgets is not None else None,
     )

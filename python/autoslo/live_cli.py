@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from autoslo.bundled import model_option
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
 from autoslo.serving import make_server, write_served
 from autoslo.tables import fmt_table
+from autoslo.tenancy import Budgets, DeadlineAdmission
 from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import check_output, read_workload, write_table
 
@@ -144,6 +146,20 @@ def _plan_of_day(plans: str, day: dt.date) -> Path | None:
     return p if p.is_file() else None
 
 
+def _tenant_budget(text: str) -> tuple[str, float]:
+    """``TENANT=DOLLARS`` → (tenant, dollars ≥ 0)."""
+    tenant, sep, dollars = text.partition("=")
+    if not sep or not tenant:
+        raise argparse.ArgumentTypeError(f"need TENANT=DOLLARS, got {text!r}")
+    try:
+        value = float(dollars)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"need TENANT=DOLLARS with a number of dollars, got {text!r}") from e
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"a budget is a finite number of dollars ≥ 0, got {text!r}")
+    return tenant, value
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.plans:
         if args.config:
@@ -168,6 +184,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         keep_leftovers=args.keep_leftovers,
         price_per_rpu_hour=args.price,
         billing_minimum_s=args.billing_minimum,
+        admission=DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None,
+        budgets=Budgets(dict(args.budget), window_s=args.budget_window) if args.budget else None,
     )
     # The service's clock at second 0 of the plan's day (the plan is placed start_s into it).
     day_zero = 0.0
@@ -343,6 +361,21 @@ def register(sub: Any) -> None:
         default=60.0,
         help="seconds a workgroup is billed at least per busy period (default 60, Redshift Serverless's); a query's cost is final, and it is logged, at most this long after its period began",
     )
+    p.add_argument(
+        "--admission",
+        choices=("none", "deadline"),
+        default="none",
+        help="admission before any work: none (default), or deadline (refuse a query whose Stage estimate alone on the largest cluster exceeds its SLO; HTTP 422)",
+    )
+    p.add_argument("--admission-margin", dest="admission_margin", type=argtypes.positive, default=1.0, help="with --admission deadline: refuse only when the estimate exceeds SLO x this (default 1)")
+    p.add_argument(
+        "--budget",
+        action="append",
+        type=_tenant_budget,
+        metavar="TENANT=DOLLARS",
+        help="refuse a tenant's queries once its estimated spend in the window would pass DOLLARS (HTTP 429); repeat per tenant; tenants not named are not limited",
+    )
+    p.add_argument("--budget-window", dest="budget_window", type=argtypes.positive, default=86_400.0, help="seconds per budget window, counted from 1970-01-01 UTC (default 86400: a UTC day)")
     p.add_argument("--log", metavar="DIR", help="write every query that ends (SLO, cluster, latency, outcome, cost) to Parquet parts in DIR: history for `autoslo reservoir add --log` (default: no log)")
     p.add_argument("--log-every", dest="log_every", type=argtypes.positive, default=300.0, help="seconds between log parts (default 300; the last is written at the stop)")
     p.set_defaults(func=cmd_serve)

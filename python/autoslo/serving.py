@@ -20,7 +20,9 @@ GET      /metrics     → the same, and each cluster's bill, in Prometheus's tex
 
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
 ``{"error": "<why>"}``; a query that cannot be placed (its cluster lost or never available, or
-the service stopping) 503.
+the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
+answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 429 for
+``budget``, 503 for ``capacity``.
 """
 
 from __future__ import annotations
@@ -100,11 +102,11 @@ def metrics(svc: _core.Service) -> str:
     tc = [({"tenant": t["tenant"], "class": t["class"]}, t) for t in totals]
     family("autoslo_queries_routed_total", "counter", "Queries routed, per tenant and class.", [_sample("autoslo_queries_routed_total", lab, float(t["routed"])) for lab, t in tc])
     family("autoslo_queries_running", "gauge", "Queries routed and not yet ended, per tenant and class.", [_sample("autoslo_queries_running", lab, float(t["running"])) for lab, t in tc])
-    outcomes = ("met", "late", "timed_out", "failed", "cancelled")
+    outcomes = ("met", "late", "timed_out", "failed", "cancelled", "rejected")
     family(
         "autoslo_queries_ended_total",
         "counter",
-        "Queries that ended, per tenant, class and outcome (met: completed within the SLO).",
+        "Queries that ended, per tenant, class and outcome (met: completed within the SLO; rejected: refused at admission).",
         [_sample("autoslo_queries_ended_total", {**lab, "outcome": o}, float(t[o])) for lab, t in tc for o in outcomes],
     )
     clusters = svc.clusters()
@@ -210,6 +212,11 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -
                 else:
                     svc.lost(f["cluster_id"], f["why"])
                     self._answer(200, {})
+            except _core.QueryRejectedError as e:
+                # Refused at admission: the same query would be again (422), a budget clears
+                # with the next window (429), capacity may come (503).
+                status = {"infeasible-deadline": 422, "budget": 429}.get(e.reason, 503)
+                self._answer(status, {"error": str(e), "rejected": e.reason})
             except (ValueError, OverflowError) as e:
                 self._answer(400, {"error": str(e)})
             except _core.AutoSloCoreError as e:

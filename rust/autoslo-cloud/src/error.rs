@@ -49,6 +49,10 @@ pub enum CloudError {
     /// The routed query has no available cluster to run on (it ended unmet in the router's books).
     #[error("cannot route the query: {0}")]
     Unroutable(String),
+    /// Refused at admission, before any work: `reason` is the stable name (`infeasible-deadline`,
+    /// `capacity`, `budget`).
+    #[error("query {query_id} rejected at admission ({reason}): {why}")]
+    Rejected { query_id: u64, reason: &'static str, why: &'static str },
 }
 
 impl CloudError {

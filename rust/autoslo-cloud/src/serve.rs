@@ -124,6 +124,8 @@ pub struct ServedTotals {
     pub failed: u64,
     /// Still running at the stop.
     pub cancelled: u64,
+    /// Refused at admission, before any work (not routed; counted as violations).
+    pub rejected: u64,
     /// Sum of the completed queries' latencies (s).
     pub completed_latency_s: f64,
     /// Dollars attributed to its ended queries whose cost is final (all of them once the
@@ -142,9 +144,10 @@ impl ServedTotals {
         self.met + self.late + self.timed_out + self.failed + self.cancelled
     }
 
-    /// The share of ended queries that missed their SLO (`None` before any ended).
+    /// The share of the queries that ended or were rejected that missed their SLO (`None`
+    /// before any did): a rejection is a violation, as in the emulator.
     pub fn violation_rate(&self) -> Option<f64> {
-        let n = self.ended();
+        let n = self.ended() + self.rejected;
         (n > 0).then(|| (n - self.met) as f64 / n as f64)
     }
 }
@@ -202,7 +205,8 @@ impl Books {
             Outcome::Completed => t.late += 1,
             Outcome::TimedOut => t.timed_out += 1,
             Outcome::Cancelled => t.cancelled += 1,
-            Outcome::Failed | Outcome::Rejected(_) => t.failed += 1,
+            Outcome::Rejected(_) => t.rejected += 1,
+            Outcome::Failed => t.failed += 1,
         }
         if q.outcome == Outcome::Completed {
             t.completed_latency_s += q.latency();
@@ -352,9 +356,15 @@ impl Service {
             }
             let slo = self.cp.slo_of(tenant, class, text, slo)?;
             let at = self.cp.now();
-            let c = self.cp.route(query_id, text, slo)?;
             // Logged and counted under the names a query log without them gets.
             let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
+            // Budget windows count on Unix time: a day's window is a UTC day.
+            if let Some(reason) = self.cp.admit(query_id, text, tenant, slo, self.started_unix + at)? {
+                let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo };
+                b.finish(query_id, open, at, Outcome::Rejected(reason), None);
+                return Err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() });
+            }
+            let c = self.cp.route(query_id, text, slo)?;
             b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo });
             b.totals_of(tenant, class).routed += 1;
             c
@@ -519,6 +529,13 @@ impl Service {
     /// `started_unix() + arrival` (with `time_scale` 1, the wall-clock time).
     pub fn started_unix(&self) -> f64 {
         self.started_unix
+    }
+
+    /// Put the queries routed from now on to `admission` before they are routed (`None`: admit
+    /// every query): a rejected query is not routed, ends in the log and the totals as
+    /// `rejected` with its reason, and `route` returns [`CloudError::Rejected`].
+    pub fn set_admission(&self, admission: Option<autoslo_core::tenancy::NamedAdmission>) -> Result<()> {
+        Ok(self.cp.set_admission(admission)?)
     }
 
     /// The control plane's log: spinups, teardowns, failures, skipped decisions.

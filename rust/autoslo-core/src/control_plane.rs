@@ -25,7 +25,8 @@ use crate::emulator::{measured_cycles, Lifecycle};
 use crate::error::{AutoSloError, Result};
 use crate::live::LiveRouter;
 use crate::rng::Rng;
-use crate::tenancy::SloPolicy;
+use crate::tenancy::{NamedAdmission, SloPolicy};
+use crate::trace::RejectReason;
 use crate::tuner::ExecutionConfig;
 use crate::workload::Query;
 
@@ -134,6 +135,8 @@ pub struct ControlPlane {
     /// The deadlines of the configuration served (`ExecutionConfig::slo_policy`), if any;
     /// replaced with the plan ([`ControlPlane::set_slo_policy`]).
     slo_policy: std::sync::RwLock<Option<SloPolicy>>,
+    /// Admission at the router boundary ([`ControlPlane::admit`]), if any.
+    admission: Mutex<Option<NamedAdmission>>,
 }
 
 impl ControlPlane {
@@ -186,7 +189,7 @@ impl ControlPlane {
                 }
             })
             .map_err(|e| AutoSloError::InvalidConfig(format!("cannot start the autoscaler thread: {e}")))?;
-        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None) })
+        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None), admission: Mutex::new(None) })
     }
 
     /// The control plane's clock (s).
@@ -198,6 +201,35 @@ impl ControlPlane {
     pub fn with_slo_policy(self, policy: Option<SloPolicy>) -> Result<Self> {
         self.set_slo_policy(policy)?;
         Ok(self)
+    }
+
+    /// Put the queries arriving from now on to `admission` before they are routed
+    /// ([`ControlPlane::admit`]); `None`: admit every query.
+    pub fn set_admission(&self, admission: Option<NamedAdmission>) -> Result<()> {
+        *self.admission.lock().map_err(|_| AutoSloError::InvalidAction("admission lock poisoned by an earlier panic".into()))? = admission;
+        Ok(())
+    }
+
+    /// Whether an admission is in force.
+    pub fn admits(&self) -> bool {
+        self.admission.lock().map(|a| a.is_some()).unwrap_or(false)
+    }
+
+    /// Admit (`None`) or reject, before any work, query `query_id` of `tenant` with `text` and
+    /// `slo` arriving now, given the clusters as they are: by the admission in force (none:
+    /// every query is admitted). `budget_clock` is the time its budget windows count on (the
+    /// service passes Unix time, so a day's window is a UTC day). A rejected query is not
+    /// routed.
+    pub fn admit(&self, query_id: u64, text: QueryText, tenant: &str, slo: f64, budget_clock: f64) -> Result<Option<RejectReason>> {
+        let mut admission = self.admission.lock().map_err(|_| AutoSloError::InvalidAction("admission lock poisoned by an earlier panic".into()))?;
+        let Some(a) = admission.as_mut() else { return Ok(None) };
+        let infos: Vec<ClusterInfo> = {
+            let now = self.shared.now();
+            let mut r = self.shared.router()?;
+            r.advance_to(now)?;
+            r.infos().to_vec()
+        };
+        Ok(a.decide(budget_clock, query_id, text, tenant, slo, &infos))
     }
 
     /// Hold the queries routed from now on to `policy` (validated; on error the policy in force
@@ -498,6 +530,37 @@ mod tests {
         assert!(cp.route_by_policy(2, text, "cedar", "adhoc", None).is_err());
         let bad: SloPolicy = serde_json::from_str(r#"{"deadlines": [{"tier": "*", "class": "x", "deadline_s": 0}]}"#).unwrap();
         assert!(start().with_slo_policy(Some(bad)).is_err());
+    }
+
+    #[cfg(feature = "torch")]
+    #[test]
+    fn admission_refuses_infeasible_deadlines_and_tenants_past_their_budgets_by_name() {
+        use crate::billing::BillingPolicy;
+        use crate::predictor::{Backend, Predictor};
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus");
+        let model = Predictor::load(&dir, Backend::Native).unwrap();
+        let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 1.0, teardown_s: 1.0 }, 1).unwrap());
+        let cp = ControlPlane::start(Box::new(RoundRobin::default()), &[8], Box::new(crate::control::StaticScaler), manager, 0.05, 1.0).unwrap();
+        let text = QueryText { template: 3, instance: 1 };
+        assert!(!cp.admits() && cp.admit(1, text, "acme", 1e-6, 0.0) == Ok(None), "no admission: every query");
+        // acme may spend two and a half queries' worth of estimated dollars per day.
+        let est = model.stage.estimate(text, 8).unwrap();
+        let budgets = [("acme".to_string(), 2.5 * BillingPolicy::default().cost(8, est))].into_iter().collect();
+        let admission = NamedAdmission::new(&model, BillingPolicy::default(), Some((1.0, None)), Some((budgets, 86_400.0))).unwrap();
+        cp.set_admission(admission).unwrap();
+        assert!(cp.admits());
+        assert_eq!(cp.admit(1, text, "beta", est / 10.0, 0.0), Ok(Some(RejectReason::InfeasibleDeadline)));
+        assert_eq!(cp.admit(2, text, "acme", 60.0, 10.0), Ok(None));
+        assert_eq!(cp.admit(3, text, "acme", 60.0, 20.0), Ok(None));
+        assert_eq!(cp.admit(4, text, "acme", 60.0, 30.0), Ok(Some(RejectReason::Budget)));
+        assert_eq!(cp.admit(5, text, "beta", 60.0, 40.0), Ok(None), "beta has no budget");
+        // The next day's window: acme is admitted again.
+        assert_eq!(cp.admit(6, text, "acme", 60.0, 86_400.0 + 5.0), Ok(None));
+        // Neither given: no admission.
+        assert!(NamedAdmission::new(&model, BillingPolicy::default(), None, None).unwrap().is_none());
+        assert!(NamedAdmission::new(&model, BillingPolicy::default(), Some((0.5, None)), None).is_err(), "a margin below 1");
+        cp.set_admission(None).unwrap();
+        assert_eq!(cp.admit(7, text, "acme", 1e-6, 0.0), Ok(None));
     }
 
     #[test]

@@ -38,6 +38,16 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
+    /// What the reason means, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RejectReason::InfeasibleDeadline => "its estimated runtime alone on the largest cluster exceeds its SLO",
+            RejectReason::Capacity => "no cluster can take it",
+            RejectReason::Expired => "it waited until its deadline left no time to run",
+            RejectReason::Budget => "its tenant's estimated spend would pass the tenant's budget",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             RejectReason::InfeasibleDeadline => "infeasible-deadline",

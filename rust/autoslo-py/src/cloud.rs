@@ -26,6 +26,7 @@ pyo3::create_exception!(_core, ResourceConflictError, CloudServiceError, "The re
 pyo3::create_exception!(_core, ThrottledError, CloudServiceError, "Throttled on every attempt, after backoff.");
 pyo3::create_exception!(_core, WaitTimeoutError, CloudServiceError, "A workgroup did not reach the wanted status in time.");
 pyo3::create_exception!(_core, EndpointUnreachableError, CloudServiceError, "Redshift Serverless (or the local endpoint) could not be reached.");
+pyo3::create_exception!(_core, QueryRejectedError, AutoSloCoreError, "A served query refused at admission, before any work; `reason` is `infeasible-deadline`, `capacity` or `budget`.");
 
 pub(crate) fn cloud_err(e: CloudError) -> PyErr {
     let msg = e.to_string();
@@ -37,6 +38,10 @@ pub(crate) fn cloud_err(e: CloudError) -> PyErr {
         CloudError::Transport { .. } => EndpointUnreachableError::new_err(msg),
         CloudError::Validation { .. } | CloudError::Service { .. } => CloudServiceError::new_err(msg),
         CloudError::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(msg),
+        CloudError::Rejected { reason, .. } => {
+            let e = QueryRejectedError::new_err(msg);
+            Python::attach(|py| e.value(py).setattr("reason", reason)).map_or_else(|set| set, |()| e)
+        }
         CloudError::Core(e) => err(e),
         _ => AutoSloCoreError::new_err(msg),
     }
@@ -322,6 +327,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ThrottledError", py.get_type::<ThrottledError>())?;
     m.add("WaitTimeoutError", py.get_type::<WaitTimeoutError>())?;
     m.add("EndpointUnreachableError", py.get_type::<EndpointUnreachableError>())?;
+    m.add("QueryRejectedError", py.get_type::<QueryRejectedError>())?;
     m.add_class::<PyLocalEndpoint>()?;
     m.add_class::<PyClusterManager>()?;
     m.add_class::<crate::serve::PyService>()?;

@@ -374,7 +374,7 @@ pub(crate) fn event_dicts(py: Python<'_>, events: Vec<autoslo_core::control_plan
 /// A serving log → table: query_id, arrival (UTC timestamp: the service's start plus its clock),
 /// arrival_s (the service's clock), template, instance, tenant, class, slo, cluster_id and cluster_size
 /// (null: never placed), latency, outcome, met, cost (dollars of its cluster's bill attributed to
-/// it; 0 when never placed). Its columns are those a query log has, so the
+/// it; 0 when never placed), reject_reason (null unless refused at admission). Its columns are those a query log has, so the
 /// Workload Reservoir and `read_workload` take it as it is.
 pub fn served_table(log: &[ServedQuery], started_unix: f64) -> PyResult<PyTable> {
     let micros = |t: f64| ((started_unix + t) * 1e6).round() as i64;
@@ -394,11 +394,16 @@ pub fn served_table(log: &[ServedQuery], started_unix: f64) -> PyResult<PyTable>
         ("outcome", strs(log.iter().map(|q| q.outcome.name()))),
         ("met", Arc::new(arrow_array::BooleanArray::from_iter(log.iter().map(|q| Some(q.met()))))),
         ("cost", f64s(log.iter().map(|q| q.cost))),
+        ("reject_reason", Arc::new(arrow_array::StringArray::from_iter(log.iter().map(|q| match q.outcome {
+            autoslo_core::trace::Outcome::Rejected(r) => Some(r.name()),
+            _ => None,
+        })))),
     ])
 }
 
 /// Serving totals → table: tenant, class, routed, running, met, late, timed_out, failed,
-/// cancelled, violation_rate (of the queries that ended; null before any did), latency_mean
+/// cancelled, rejected, violation_rate (of the queries that ended or were rejected; null before
+/// any did), latency_mean
 /// (of the completed ones), cost (dollars attributed to its ended queries whose cost is final).
 pub fn totals_table(totals: &[ServedTotals]) -> PyResult<PyTable> {
     let u = |f: fn(&ServedTotals) -> u64| i64s(totals.iter().map(move |t| f(t) as i64));
@@ -413,6 +418,7 @@ pub fn totals_table(totals: &[ServedTotals]) -> PyResult<PyTable> {
         ("timed_out", u(|t| t.timed_out)),
         ("failed", u(|t| t.failed)),
         ("cancelled", u(|t| t.cancelled)),
+        ("rejected", u(|t| t.rejected)),
         ("violation_rate", Arc::new(Float64Array::from_iter(totals.iter().map(ServedTotals::violation_rate)))),
         ("latency_mean", Arc::new(Float64Array::from_iter(totals.iter().map(|t| (done(t) > 0).then(|| t.completed_latency_s / done(t) as f64))))),
         ("cost", f64s(totals.iter().map(|t| t.cost))),

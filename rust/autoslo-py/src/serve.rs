@@ -1,6 +1,7 @@
 //! `autoslo._core.Service`: the serving control plane over real workgroups
 //! (`autoslo_cloud::serve`), converted for Python; routing and stopping release the GIL.
 
+use std::collections::HashMap;
 use std::sync::RwLock;
 
 use autoslo_cloud::live::LiveSettings;
@@ -10,6 +11,7 @@ use autoslo_core::billing::BillingPolicy;
 use autoslo_core::catalog::QueryText;
 use autoslo_core::cluster::ClusterId;
 use autoslo_core::router;
+use autoslo_core::tenancy::NamedAdmission;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -33,7 +35,7 @@ impl PyService {
 #[pymethods]
 impl PyService {
     #[new]
-    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, keep_clusters=false, keep_leftovers=false, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM))]
+    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, config=None, endpoint=None, region=None, time_scale=1.0, timeout_s=Some(3600.0), create_timeout_s=900.0, initial_timeout_s=None, delete_timeout_s=900.0, name_prefix="autoslo", tick_s=10.0, spinup_s=300.0, keep_clusters=false, keep_leftovers=false, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, admission=None, budgets=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -58,8 +60,16 @@ impl PyService {
         price_per_rpu_hour: f64,
         billing_minimum_s: f64,
         slo_headroom: f64,
+        admission: Option<(f64, Option<u32>)>,
+        budgets: Option<(HashMap<String, f64>, f64)>,
     ) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
+        // Checked before any workgroup is made.
+        let admission = match (&predictor, admission.is_some() || budgets.is_some()) {
+            (_, false) => None,
+            (None, true) => return Err(AutoSloCoreError::new_err("admission and budgets need a latency predictor (its Stage estimates)")),
+            (Some(p), true) => NamedAdmission::new(&p.get().inner, billing, admission, budgets).map_err(crate::err)?,
+        };
         let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
         let scaler = crate::scaling::scaler(autoscaler, None, config, spinup_s)?;
         let policy = crate::slo_policy_of(config)?;
@@ -69,7 +79,9 @@ impl PyService {
         let svc = py.detach(|| {
             let rs = rt.block_on(RedshiftServerless::connect(&opts))?;
             drop(rt);
-            Service::start(rs, r, scaler, &clusters, settings, policy)
+            let svc = Service::start(rs, r, scaler, &clusters, settings, policy)?;
+            svc.set_admission(admission)?;
+            Ok(svc)
         });
         Ok(Self { inner: RwLock::new(svc.map_err(cloud_err)?) })
     }

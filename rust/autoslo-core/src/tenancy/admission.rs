@@ -120,3 +120,51 @@ impl Admission for BudgetAdmission {
         "budget"
     }
 }
+
+/// Admission for a control plane that serves queries by tenant *name* (the serving path, where
+/// no workload lists the tenants beforehand): [`DeadlineAdmission`] and per-tenant budgets by
+/// name ([`BudgetAdmission`]), each optional. Names get indices as they are first seen; the
+/// budgeted tenants first.
+pub struct NamedAdmission {
+    admission: Box<dyn Admission>,
+    tenants: HashMap<String, u32>,
+}
+
+impl NamedAdmission {
+    /// `deadline`: (margin, largest size) of a [`DeadlineAdmission`]; `budgets`: (dollars per
+    /// window by tenant name, window length in s) of a [`BudgetAdmission`] consulted after it.
+    /// `None` when neither is given.
+    pub fn new(predictor: &Predictor, billing: BillingPolicy, deadline: Option<(f64, Option<u32>)>, budgets: Option<(HashMap<String, f64>, f64)>) -> Result<Option<Self>> {
+        let mut admission: Option<Box<dyn Admission>> = match deadline {
+            Some((margin, largest)) => Some(Box::new(DeadlineAdmission::new(predictor.clone(), margin, largest)?)),
+            None => None,
+        };
+        let mut tenants = HashMap::new();
+        if let Some((per_name, window_s)) = budgets {
+            let mut names: Vec<(String, f64)> = per_name.into_iter().collect();
+            names.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut by_index = HashMap::new();
+            for (i, (name, budget)) in names.into_iter().enumerate() {
+                let i = u32::try_from(i).map_err(|_| AutoSloError::InvalidConfig("more than 2^32 budgeted tenants".into()))?;
+                tenants.insert(name, i);
+                by_index.insert(i, budget);
+            }
+            admission = Some(Box::new(BudgetAdmission::new(predictor.clone(), billing, by_index, window_s, admission)?));
+        }
+        Ok(admission.map(|admission| Self { admission, tenants }))
+    }
+
+    /// Admit (`None`) or reject the query of `tenant` with `text` and `slo`, arriving at `now`
+    /// on the budget windows' clock, given the clusters as they are.
+    pub fn decide(&mut self, now: f64, query_id: u64, text: crate::catalog::QueryText, tenant: &str, slo: f64, clusters: &[ClusterInfo]) -> Option<RejectReason> {
+        let next = u32::try_from(self.tenants.len()).unwrap_or(u32::MAX);
+        let tenant = *self.tenants.entry(tenant.to_string()).or_insert(next);
+        let q = Query { id: query_id, arrival: now, text, tenant, class: 0, slo };
+        self.admission.decide(now, &q, clusters)
+    }
+
+    /// The admission's name (`deadline`, or `budget` when budgets are enforced).
+    pub fn name(&self) -> &str {
+        self.admission.name()
+    }
+}
