@@ -55,7 +55,7 @@ test-wheel: build
 test: build test-rust test-wheel test-python
 
 bench: deps
-	cargo bench -p autoslo-core --bench emulator
+	cargo bench -p autoslo-core --bench emulator --bench billing
 	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router --bench autoscaler --bench tuner
 
 # Live routing from Python at 8 x 32 running, arrivals back to back, 50 ms and 2 s apart (about 2 min).
