@@ -91,7 +91,8 @@ pub struct ServedQuery {
     /// or left running at the stop.
     pub end: f64,
     /// `Completed`, `TimedOut` (the client said so, or `timeout_s` passed), `Failed` (never
-    /// placed) or `Cancelled` (still running when the service stopped).
+    /// placed), `Cancelled` (still running when the service stopped) or `Rejected` (refused at
+    /// admission, never routed).
     pub outcome: Outcome,
     /// Dollars of its cluster's bill attributed to it (0 when never placed).
     pub cost: f64,
