@@ -640,7 +640,7 @@ async fn clean_leftovers(rs: &RedshiftServerless, settings: &LiveSettings, initi
         Err(e) => return vec![format!("could not list the workgroups to find an earlier run's: {e}")],
     };
     let timeout = Duration::from_secs_f64(settings.delete_timeout_s);
-    let done = futures_join(left.into_iter().map(|w| {
+    futures_join(left.into_iter().map(|w| {
         let (rs, keep) = (rs.clone(), settings.keep_leftovers);
         async move {
             let what = format!("workgroup {} ({} RPU, {}) left by an earlier run", w.name, w.base_capacity.map_or("?".into(), |c| c.to_string()), w.status);
@@ -653,8 +653,7 @@ async fn clean_leftovers(rs: &RedshiftServerless, settings: &LiveSettings, initi
             }
         }
     }))
-    .await;
-    done
+    .await
 }
 
 /// One pass of the watchdog: a workgroup that became available takes queries from now; a lost

@@ -210,11 +210,6 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Whether an admission is in force.
-    pub fn admits(&self) -> bool {
-        self.admission.lock().map(|a| a.is_some()).unwrap_or(false)
-    }
-
     /// Admit (`None`) or reject, before any work, query `query_id` of `tenant` with `text` and
     /// `slo` arriving now, given the clusters as they are: by the admission in force (none:
     /// every query is admitted). `budget_clock` is the time its budget windows count on (the
@@ -542,13 +537,12 @@ mod tests {
         let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 1.0, teardown_s: 1.0 }, 1).unwrap());
         let cp = ControlPlane::start(Box::new(RoundRobin::default()), &[8], Box::new(crate::control::StaticScaler), manager, 0.05, 1.0).unwrap();
         let text = QueryText { template: 3, instance: 1 };
-        assert!(!cp.admits() && cp.admit(1, text, "acme", 1e-6, 0.0) == Ok(None), "no admission: every query");
+        assert_eq!(cp.admit(1, text, "acme", 1e-6, 0.0), Ok(None), "no admission: every query");
         // acme may spend two and a half queries' worth of estimated dollars per day.
         let est = model.stage.estimate(text, 8).unwrap();
         let budgets = [("acme".to_string(), 2.5 * BillingPolicy::default().cost(8, est))].into_iter().collect();
         let admission = NamedAdmission::new(&model, BillingPolicy::default(), Some((1.0, None)), Some((budgets, 86_400.0))).unwrap();
         cp.set_admission(admission).unwrap();
-        assert!(cp.admits());
         assert_eq!(cp.admit(1, text, "beta", est / 10.0, 0.0), Ok(Some(RejectReason::InfeasibleDeadline)));
         assert_eq!(cp.admit(2, text, "acme", 60.0, 10.0), Ok(None));
         assert_eq!(cp.admit(3, text, "acme", 60.0, 20.0), Ok(None));

@@ -157,8 +157,14 @@ impl NamedAdmission {
     /// Admit (`None`) or reject the query of `tenant` with `text` and `slo`, arriving at `now`
     /// on the budget windows' clock, given the clusters as they are.
     pub fn decide(&mut self, now: f64, query_id: u64, text: crate::catalog::QueryText, tenant: &str, slo: f64, clusters: &[ClusterInfo]) -> Option<RejectReason> {
-        let next = u32::try_from(self.tenants.len()).unwrap_or(u32::MAX);
-        let tenant = *self.tenants.entry(tenant.to_string()).or_insert(next);
+        let tenant = match self.tenants.get(tenant) {
+            Some(&i) => i,
+            None => {
+                let i = u32::try_from(self.tenants.len()).unwrap_or(u32::MAX);
+                self.tenants.insert(tenant.to_string(), i);
+                i
+            }
+        };
         let q = Query { id: query_id, arrival: now, text, tenant, class: 0, slo };
         self.admission.decide(now, &q, clusters)
     }
