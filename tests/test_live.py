@@ -5,6 +5,7 @@ Every server is started and stopped by the tests themselves (needs Debian's `pos
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import json
 import signal
 import statistics
@@ -13,6 +14,9 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,8 @@ import pytest
 import autoslo
 from autoslo import _core, base_workload
 from autoslo.cli import main
-from autoslo.live import ClusterManager, LocalData, LocalEndpoint, live, prepare_tpcds, runnable
+from autoslo.live import ClusterManager, LocalData, LocalEndpoint, live, prepare_tpcds, runnable, serve
+from autoslo.serving import ServedLog
 from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import read_table, write_table
 
@@ -380,18 +385,17 @@ class _AutosloServe:
                 self.proc.kill()
 
 
+def call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    """GET ``url``, or POST ``body`` as JSON: (status, the answer's JSON)."""
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_path: Path) -> None:
-    import urllib.error
-    import urllib.request
-
-    def call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
-
     policy = {"deadlines": [{"tier": "*", "class": "dashboard", "deadline_s": 5}]}
     ExecutionConfig({"initial_clusters": [8, 8], "autoscaler": None, "routing": "round-robin", "slo_policy": policy}).save(tmp_path / "plan.yaml")
     with LocalEndpoint(time_factor=0.005) as ep:
@@ -425,12 +429,9 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
             assert 'autoslo_queries_ended_total{tenant="acme",class="dashboard",outcome="met"} 1.0' in metrics, metrics
             assert 'autoslo_clusters{state="available"} 2.0' in metrics and "# TYPE autoslo_billed_dollars_total counter" in metrics and 'autoslo_attributed_dollars_total{tenant="acme",class="dashboard"}' in metrics
             time.sleep(1.5)  # a log part is written every 0.5 s
-            parts = list((tmp_path / "log").iterdir())
+            parts = [p for p in (tmp_path / "log").iterdir() if not p.name.startswith(".")]  # .lock, .journal/
             assert parts and all(p.name.startswith("served-") and p.suffix == ".parquet" for p in parts), parts
             # One kept-alive connection, as a gateway keeps it: a refused request leaves it usable.
-            import http.client
-            import urllib.parse
-
             u = urllib.parse.urlsplit(url)
             conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
             for method, path, body, status in [("POST", "/nowhere", b'{"x": 1}', 404), ("GET", "/health", None, 200), ("POST", "/route", b'{"query_id": 5}', 400), ("GET", "/health", None, 200)]:
@@ -443,7 +444,8 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
         # The log: each query once, across its parts, as a query log the reservoir takes.
         log = read_table(tmp_path / "log")  # the directory of parts, as one table
         assert sorted(zip(log["query_id"].to_pylist(), log["outcome"].to_pylist())) == [(1, "completed"), (2, "timeout")]
-        assert not list((tmp_path / "log").glob(".*")), "no part left half-written"
+        assert not list((tmp_path / "log").glob(".*.tmp")), "no part left half-written"
+        assert not list((tmp_path / "log" / ".journal").iterdir()), "the journal went into the parts"
         # The daily cycle's ingest takes the directory: the day's rows, as history for tomorrow.
         day = log["arrival"][0].as_py().date()
         from autoslo.airflow import ingest
@@ -453,12 +455,81 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
         assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()  # deleting, or gone
 
 
+def test_a_crashed_serve_loses_no_query_that_ended_and_the_next_run_logs_them(tmp_path: Path) -> None:
+    """`autoslo serve --log` journals what ends; killed (SIGKILL: no handler runs), it leaves the
+    journal, and the next run on that directory makes it a part before serving: a query whose
+    cost was final with its cost, one whose billing minimum still ran with cost null. A second
+    service on the same directory is refused while the first runs. The restart does not refill
+    a budget: what the log says a tenant was charged today is charged again."""
+    from autoslo import predictor
+
+    per_query = 0.375 * 8 * predictor.load().stage_estimate(3, 1, 8) / 3600
+    log_dir = tmp_path / "log"
+    with LocalEndpoint(time_factor=0.005) as ep:
+        args = ["--clusters", "8", "--routing", "round-robin", "--endpoint", ep.url, "--port", "0", "--tick", "0.1", "--name-prefix", "crash", "--log", str(log_dir), "--journal-every", "0.1", "--billing-minimum", "2"]
+        args += ["--budget", f"acme={1.5 * per_query}"]
+        crashed = _AutosloServe(*args)
+        try:
+            crashed.start = crashed.line()
+            url = crashed.start["serving"]
+            assert crashed.start["recovered"] is None and crashed.start["budgets_spent"] == {}
+            with pytest.raises(RuntimeError, match="being written by another process"):
+                ServedLog(log_dir)
+            assert call(f"{url}/route", {"query_id": 1, "template": 3, "instance": 1, "slo": 60, "tenant": "acme"})[0] == 200
+            assert call(f"{url}/complete", {"query_id": 1}) == (200, {})
+            time.sleep(2.5)  # its busy period's billing minimum (2 s) ran out: its cost is final
+            assert call(f"{url}/route", {"query_id": 2, "template": 3, "instance": 1, "slo": 60})[0] == 200
+            assert call(f"{url}/complete", {"query_id": 2}) == (200, {})
+            time.sleep(0.5)  # journaled, its cost still pending
+            crashed.proc.kill()
+            crashed.proc.wait(timeout=30)
+        finally:
+            if crashed.proc.poll() is None:
+                crashed.proc.kill()
+        assert not list(log_dir.glob("*.parquet")), "no part was due (--log-every 300)"
+        assert sorted(f.name for f in (log_dir / ".journal").iterdir()) == ["000000000001.arrow", "pending.arrow"]
+        with _AutosloServe(*args) as again:
+            assert again.start["recovered"] and Path(again.start["recovered"]).parent == log_dir
+            recovered = read_table(again.start["recovered"])
+            assert again.start["budgets_spent"] == {"acme": pytest.approx(per_query)}
+            status, answer = call(f"{again.start['serving']}/route", {"query_id": 3, "template": 3, "instance": 1, "slo": 60, "tenant": "acme"})
+            assert (status, answer.get("rejected")) == (429, "budget"), answer
+        rows = {r["query_id"]: r for r in recovered.to_pylist()}
+        assert sorted(rows) == [1, 2] and rows[1]["outcome"] == rows[2]["outcome"] == "completed"
+        assert rows[1]["cost"] > 0 and rows[1]["tenant"] == "acme" and rows[2]["cost"] is None
+        assert rows[1]["charged"] == pytest.approx(per_query) and rows[2]["charged"] == 0
+        assert len(again.end["log_parts"]) == 1, "the second run logged its refusal"
+        log = read_table(log_dir)
+        assert sorted(log["query_id"].to_pylist()) == [1, 2, 3] and not list((log_dir / ".journal").iterdir())
+
+
+def test_a_served_log_compacts_its_journal_once_even_after_a_crash_mid_compaction(tmp_path: Path) -> None:
+    """A compaction that wrote its part and died before removing the journal files is not
+    replayed: the part names them, and the next opening removes them."""
+    with LocalEndpoint(time_factor=0.005) as ep, serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="jrn", billing_minimum_s=0.0) as svc:
+        log = ServedLog(tmp_path)
+        for q in (1, 2):
+            svc.route(q, 3, 1, 60.0)
+            svc.complete(q)
+            assert log.sync(svc) == 1
+        journal = sorted((tmp_path / ".journal").glob("0*.arrow"))
+        assert len(journal) == 2
+        saved = {f: f.read_bytes() for f in journal}
+        part = log.compact()
+        assert part is not None and read_table(part)["query_id"].to_pylist() == [1, 2]
+        assert log.compact() is None and log.sync(svc) == 0
+        log.close()
+    for f, data in saved.items():  # as if the compaction had died before removing them
+        f.write_bytes(data)
+    with ServedLog(tmp_path) as reopened:
+        assert reopened.recovered is None
+    assert read_table(tmp_path)["query_id"].to_pylist() == [1, 2] and not list((tmp_path / ".journal").iterdir())
+
+
 def test_autoslo_serve_follows_the_published_plans_without_dropping_a_workgroup(tmp_path: Path) -> None:
     """`autoslo serve --plans DIR` serves today's published plan; SIGHUP hands it over to the
     plan published again (and at UTC midnight to the next day's), keeping the workgroups; a plan
     that cannot be loaded is reported and the one in force stays."""
-    import urllib.request
-
     def clusters(url: str) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{url}/clusters", timeout=30) as r:
             return list(json.loads(r.read()))
@@ -586,10 +657,6 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
     SLO, or one that would take its tenant past its budget, is refused before any work. It is not
     routed, and ends in the log and totals as rejected (a violation with no cost). Over HTTP the
     status says why."""
-    import threading
-    import urllib.error
-    import urllib.request
-
     from autoslo import predictor
     from autoslo.live import QueryRejectedError, serve
     from autoslo.serving import make_server
@@ -617,17 +684,8 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
             server = make_server(svc, "127.0.0.1", 0)
             threading.Thread(target=server.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{server.server_address[1]}/route"
-
-            def post(body: dict[str, Any]) -> tuple[int, Any]:
-                req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-                try:
-                    with urllib.request.urlopen(req, timeout=30) as r:
-                        return r.status, json.loads(r.read())
-                except urllib.error.HTTPError as err:
-                    return err.code, json.loads(err.read())
-
-            assert post({"query_id": 6, "template": 3, "instance": 1, "slo": est / 10})[0] == 422
-            status, answer = post({"query_id": 7, "template": 3, "instance": 1, "slo": 60.0, "tenant": "acme"})
+            assert call(url, {"query_id": 6, "template": 3, "instance": 1, "slo": est / 10})[0] == 422
+            status, answer = call(url, {"query_id": 7, "template": 3, "instance": 1, "slo": 60.0, "tenant": "acme"})
             assert (status, answer["rejected"]) == (429, "budget"), answer
             server.shutdown()
             server.server_close()

@@ -352,10 +352,20 @@ class Service:
     def take_served(self) -> pa.Table:
         """Take the queries that ended since the last take: a query log (query_id, arrival,
         arrival_s, template, instance, tenant, class, slo, cluster_id, cluster_size, latency, outcome,
-        met, cost, reject_reason). ``cost`` is the dollars of its cluster's bill attributed to it: each billed
+        met, cost, reject_reason, charged). ``cost`` is the dollars of its cluster's bill attributed to it: each billed
         second split among the queries running then, a busy period's idle part of the billing
         minimum among that minute's queries. A query is taken once its cost is final: as it ends,
-        or once its cluster's billing minute is over. Once stopped, the costs sum to ``cost()``."""
+        or once its cluster's billing minute is over. Once stopped, the costs sum to ``cost()``.
+        ``charged`` is the estimate admission charged to its tenant's budget (0 without one)."""
+    def charge_budget(self, tenant: str, dollars: float) -> None:
+        """Charge ``dollars`` to ``tenant``'s current budget window, as if its queries had been
+        admitted: a restarted service restores what its log's ``charged`` column says the tenant
+        spent in this window (``autoslo.serving.ServedLog.charged``). Nothing without budgets."""
+    def pending_served(self) -> pa.Table:
+        """The ended queries whose cost is not final yet (their cluster's billing minimum still
+        runs), as ``take_served``'s table with ``cost`` null; nothing is taken, and
+        ``take_served`` returns them once their cost is final. ``autoslo.serving.ServedLog``
+        journals them, so that a crash before then loses no query."""
     def keep_log(self, on: bool) -> None:
         """Keep the log of ended queries (on from the start) or not."""
     def log_dropped(self) -> int:

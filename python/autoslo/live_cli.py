@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from autoslo import _core, argtypes
 from autoslo.bundled import model_option
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
-from autoslo.serving import make_server, write_served
+from autoslo.serving import ServedLog, make_server
 from autoslo.tables import fmt_table
 from autoslo.tenancy import Budgets, DeadlineAdmission
 from autoslo.tuner import ExecutionConfig
@@ -187,16 +187,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         admission=DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None,
         budgets=Budgets(dict(args.budget), window_s=args.budget_window) if args.budget else None,
     )
+    # Before any workgroup exists: a directory another service writes is refused, and what a
+    # crashed run journaled there becomes a part.
+    log = ServedLog(args.log) if args.log else None
     # The service's clock at second 0 of the plan's day (the plan is placed start_s into it).
     day_zero = 0.0
-    if args.config:
-        start_s = args.start_s if args.start_s is not None else _since_midnight(dt.datetime.now(dt.timezone.utc))
-        svc = serve(config=ExecutionConfig.load(args.config), start_s=start_s, **kwargs)
-        day_zero = svc.now() - start_s
-    else:
-        svc = serve(args.clusters or [16, 16], args.autoscaler, routing=args.routing or "autoslo", **kwargs)
-    if not args.log:
+    try:
+        if args.config:
+            start_s = args.start_s if args.start_s is not None else _since_midnight(dt.datetime.now(dt.timezone.utc))
+            svc = serve(config=ExecutionConfig.load(args.config), start_s=start_s, **kwargs)
+            day_zero = svc.now() - start_s
+        else:
+            svc = serve(args.clusters or [16, 16], args.autoscaler, routing=args.routing or "autoslo", **kwargs)
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise
+    if log is None:
         svc.keep_log(False)
+    # A restart does not refill a budget: what the log says each tenant was charged in this
+    # window is charged again.
+    restored = log.charged(args.budget_window) if log is not None and args.budget else {}
+    for tenant, dollars in restored.items():
+        svc.charge_budget(tenant, dollars)
     # From here the workgroups exist: Ctrl-C or a supervisor's SIGTERM stops serving and deletes them.
     stop, reload = threading.Event(), threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -216,21 +229,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except (OSError, ValueError, _core.AutoSloCoreError) as e:
             print(json.dumps({"plan": str(path), "why": why, "error": str(e), "kept": "the plan in force"}), flush=True)
 
-    def flush_log() -> None:
-        if args.log and (part := write_served(svc, args.log)) is not None:
-            parts.append(str(part))
+    def write_part() -> None:
+        if log is not None:
+            log.sync(svc)
+            if (part := log.compact()) is not None:
+                parts.append(str(part))
 
     try:
         server = make_server(svc, args.host, args.port)
         threading.Thread(target=server.serve_forever, name="autoslo-serve-http", daemon=True).start()
         port = server.server_address[1]
         leftovers = [e["reason"] for e in svc.events() if e["event"] == "leftover"]
-        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters(), "log": args.log, "leftovers": leftovers}), flush=True)
+        recovered = str(log.recovered) if log is not None and log.recovered is not None else None
+        print(json.dumps({"serving": f"http://{args.host}:{port}", "clusters": svc.clusters(), "log": args.log, "recovered": recovered, "budgets_spent": restored, "leftovers": leftovers}), flush=True)
         try:
-            last = time.monotonic()
-            while not stop.wait(0.5):
+            last = last_sync = time.monotonic()
+            while not stop.wait(min(0.5, args.journal_every)):
+                if log is not None and time.monotonic() - last_sync >= args.journal_every:
+                    log.sync(svc)
+                    last_sync = time.monotonic()
                 if time.monotonic() - last >= args.log_every:
-                    flush_log()
+                    write_part()
                     last = time.monotonic()
                 wall = dt.datetime.now(dt.timezone.utc)
                 if args.plans and wall.date() != day:
@@ -249,7 +268,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGHUP, previous_hup)
         svc.stop()
         # After the stop, which ends what still ran as cancelled: the log loses nothing.
-        flush_log()
+        write_part()
+        if log is not None:
+            log.close()
     print(json.dumps({"stopped": True, "events": svc.events(), "cost": svc.cost(), "totals": svc.totals().to_pylist(), "log_parts": parts}), flush=True)
     return 0
 
@@ -373,9 +394,16 @@ def register(sub: Any) -> None:
         action="append",
         type=_tenant_budget,
         metavar="TENANT=DOLLARS",
-        help="refuse a tenant's queries once its estimated spend in the window would pass DOLLARS (HTTP 429); repeat per tenant; tenants not named are not limited",
+        help="refuse a tenant's queries once its estimated spend in the window would pass DOLLARS (HTTP 429); repeat per tenant; tenants not named are not limited. With --log, a restart charges again what the log says each tenant spent in the window",
     )
     p.add_argument("--budget-window", dest="budget_window", type=argtypes.positive, default=86_400.0, help="seconds per budget window, counted from 1970-01-01 UTC (default 86400: a UTC day)")
-    p.add_argument("--log", metavar="DIR", help="write every query that ends (SLO, cluster, latency, outcome, cost) to Parquet parts in DIR: history for `autoslo reservoir add --log` (default: no log)")
+    p.add_argument("--log", metavar="DIR", help="write every query that ends (SLO, cluster, latency, outcome, cost) to Parquet parts in DIR: history for `autoslo reservoir add --log` (default: no log). Journaled as it goes, so a crash loses nothing that ended; one service per DIR")
     p.add_argument("--log-every", dest="log_every", type=argtypes.positive, default=300.0, help="seconds between log parts (default 300; the last is written at the stop)")
+    p.add_argument(
+        "--journal-every",
+        dest="journal_every",
+        type=argtypes.positive,
+        default=1.0,
+        help="seconds between syncs of the log's journal (default 1): a crash loses no query that ended before the last sync, and the next run with this --log makes the journal a part",
+    )
     p.set_defaults(func=cmd_serve)

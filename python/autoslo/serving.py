@@ -28,12 +28,16 @@ answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 4
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from autoslo import _core
@@ -133,18 +137,190 @@ def write_served(svc: _core.Service, directory: str | os.PathLike[str]) -> Path 
     ``served-<UTC time>-<first query id>.parquet``, in ``directory`` (made if missing), atomically
     (a temporary file, then a rename). Returns the part, or ``None`` when nothing ended. The
     parts are a query log: ``autoslo reservoir add --log DIR/served-*.parquet`` stores them as
-    history for tomorrow's tuning."""
+    history for tomorrow's tuning. What ended since the last part is lost if the process dies
+    first; :class:`ServedLog` journals it."""
     table = svc.take_served()
     if table.num_rows == 0:
         return None
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    return _write_part(out, table)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the renames in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_part(out: Path, table: pa.Table, journal: list[str] | None = None) -> Path:
+    """``table`` as the part ``served-<UTC time>-<first query id>.parquet`` in ``out``, written to
+    a hidden temporary file, synced, then renamed; ``journal`` names the journal files it holds
+    (kept in the part's metadata)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     path = out / f"served-{stamp}-{table['query_id'][0].as_py()}.parquet"
     tmp = path.with_name(f".{path.name}.tmp")
+    if journal is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _JOURNAL_KEY: json.dumps(journal).encode()})
     pq.write_table(table, tmp)
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    _fsync_dir(out)
     return path
+
+
+#: The key of a part's metadata that names the journal files compacted into it.
+_JOURNAL_KEY = b"autoslo.journal"
+
+
+class ServedLog:
+    """The serving log ``autoslo serve --log DIR`` writes: a crash loses no query that ended.
+
+    :meth:`sync` (every second or so) takes the queries whose cost became final and writes them to
+    a journal file, ``DIR/.journal/<n>.arrow``, and rewrites ``DIR/.journal/pending.arrow`` with
+    the queries that ended but whose cost is not final yet (their cluster's billing minimum
+    still runs). Each file is written whole, synced and renamed into place, so a crash leaves it
+    whole or absent. :meth:`compact` (every few minutes, and after the service stopped) writes
+    the journal's queries as one Parquet part ``served-<UTC time>-<first query id>.parquet``,
+    whose metadata names the journal files it holds, then removes them; the parts are what
+    :func:`autoslo.read_table` and the reservoir read.
+
+    Opening a directory a crashed run left a journal in compacts that journal first (into
+    :attr:`recovered`): the queries it priced with their cost, those still pending with ``cost``
+    null (their bill died with the service). Queries still running at the crash had not ended,
+    so no log holds them. One process writes a directory at a time: it holds ``DIR/.lock``
+    (released when the process ends, however it ends), and a second one gets an error.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.directory / ".lock", "a+")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            holder = self._lock.read().strip() or "unknown"
+            self._lock.close()
+            raise RuntimeError(f"the serving log {self.directory} is being written by another process (pid {holder}): give each service its own --log directory") from None
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(str(os.getpid()))
+        self._lock.flush()
+        self._journal = self.directory / ".journal"
+        self._journal.mkdir(exist_ok=True)
+        self._next = 1 + max((int(f.stem) for f in self._journal.glob("*.arrow") if f.stem.isdigit()), default=0)
+        #: The part a crashed run's journal was compacted into on opening, if there was one.
+        self.recovered: Path | None = self._recover()
+
+    def _entries(self) -> list[Path]:
+        return sorted((f for f in self._journal.glob("*.arrow") if f.stem.isdigit()), key=lambda f: int(f.stem))
+
+    def _write_journal(self, name: str, table: pa.Table) -> None:
+        path = self._journal / name
+        tmp = self._journal / f".{name}.tmp"
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(self._journal)
+
+    def sync(self, svc: _core.Service) -> int:
+        """Journal the queries of ``svc`` that ended since the last sync: those whose cost became
+        final, and a fresh list of those whose cost is not final yet. Returns the number that
+        became final."""
+        table = svc.take_served()
+        if table.num_rows:
+            self._write_journal(f"{self._next:012d}.arrow", table)
+            self._next += 1
+        pending = svc.pending_served()
+        if pending.num_rows:
+            self._write_journal("pending.arrow", pending)
+        elif (self._journal / "pending.arrow").exists():
+            (self._journal / "pending.arrow").unlink()
+            _fsync_dir(self._journal)
+        return int(table.num_rows)
+
+    def compact(self, with_pending: bool = False) -> Path | None:
+        """Write the journaled queries as one Parquet part and remove their journal files;
+        ``with_pending`` adds the queries whose cost was not final (``cost`` null: for a journal
+        whose service is gone). Returns the part, or ``None`` when the journal held nothing."""
+        entries = self._entries()
+        tables = [pa.ipc.open_file(pa.memory_map(str(f))).read_all() for f in entries]
+        pending = self._journal / "pending.arrow"
+        if with_pending and pending.exists():
+            taken = {q for t in tables for q in t["query_id"].to_pylist()}
+            late = pa.ipc.open_file(pa.memory_map(str(pending))).read_all()
+            late = late.filter(pa.array([q not in taken for q in late["query_id"].to_pylist()], pa.bool_()))
+            if late.num_rows:
+                tables.append(late)
+        part = None
+        rows = [t for t in tables if t.num_rows]
+        if rows:
+            part = _write_part(self.directory, pa.concat_tables(rows, promote_options="default"), [f.name for f in entries])
+        for f in entries:
+            f.unlink()
+        if with_pending and pending.exists():
+            pending.unlink()
+        _fsync_dir(self._journal)
+        return part
+
+    def _recover(self) -> Path | None:
+        entries = self._entries()
+        if not entries and not (self._journal / "pending.arrow").exists():
+            return None
+        # Journal files an earlier compaction wrote into a part but did not get to remove.
+        held: set[str] = set()
+        for part in self.directory.glob("served-*.parquet"):
+            meta = pq.read_schema(part).metadata or {}
+            if _JOURNAL_KEY in meta:
+                held.update(json.loads(meta[_JOURNAL_KEY]))
+        for f in entries:
+            if f.name in held:
+                f.unlink()
+        return self.compact(with_pending=True)
+
+    def charged(self, window_s: float = 86_400.0, now: float | None = None) -> dict[str, float]:
+        """Per tenant, the dollars admission charged to its budget (the ``charged`` column) for
+        the queries of this log that arrived in the budget window holding ``now`` (Unix time,
+        default the present; windows of ``window_s`` seconds from 1970-01-01 UTC, as the
+        service counts them). What a restarted service charges again with
+        ``svc.charge_budget(tenant, dollars)``, so a restart does not refill a tenant's budget.
+        Queries still running at a crash are in no log, so they are not counted."""
+        if not (window_s > 0 and np.isfinite(window_s)):
+            raise ValueError(f"a budget window is a finite number of seconds > 0, got {window_s!r}")
+        now = time.time() if now is None else now
+        start = np.floor(now / window_s) * window_s
+        # A query that arrived in the window was written in a part named after the window began.
+        since = dt.datetime.fromtimestamp(start, dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        parts = sorted(p for p in self.directory.glob("served-*.parquet") if p.name[len("served-") :].split("-")[0] >= since)
+        spent: dict[str, float] = {}
+        for part in parts:
+            t = pq.read_table(part)
+            if "charged" not in t.column_names:
+                continue
+            arrival = t["arrival"].cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy(zero_copy_only=False) / 1e6
+            window = np.floor(arrival / window_s) * window_s == start
+            for tenant, dollars in zip(np.asarray(t["tenant"].to_pylist(), dtype=object)[window], t["charged"].to_numpy(zero_copy_only=False)[window]):
+                if dollars > 0:
+                    spent[tenant] = spent.get(tenant, 0.0) + float(dollars)
+        return spent
+
+    def close(self) -> None:
+        """Release the directory (the journal stays: :meth:`compact` first to empty it)."""
+        if not self._lock.closed:
+            self._lock.close()
+
+    def __enter__(self) -> ServedLog:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:

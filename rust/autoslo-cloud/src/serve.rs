@@ -96,6 +96,9 @@ pub struct ServedQuery {
     pub outcome: Outcome,
     /// Dollars of its cluster's bill attributed to it (0 when never placed).
     pub cost: f64,
+    /// Estimated dollars admission charged to its tenant's budget (0 without a budget, or when
+    /// refused): what a restarted service restores ([`Service::charge_budget`]).
+    pub charged: f64,
 }
 
 impl ServedQuery {
@@ -174,6 +177,8 @@ struct Open {
     tenant: String,
     class: String,
     slo: f64,
+    /// Dollars admission charged to its tenant's budget.
+    charged: f64,
 }
 
 /// What the service keeps of its queries, under one lock (taken before the fleet's).
@@ -199,7 +204,7 @@ impl Books {
     /// The query ended at `end` with `outcome`: counted, and logged with its cost (`seconds`
     /// of its cluster's bill), or kept until that is final (`None`).
     fn finish(&mut self, query_id: u64, o: Open, end: f64, outcome: Outcome, seconds: Option<f64>) {
-        let q = ServedQuery { query_id, text: o.text, tenant: o.tenant, class: o.class, slo: o.slo, arrival: o.at, cluster: o.placed.map(|size| (o.cluster, size)), end: end.max(o.at), outcome, cost: 0.0 };
+        let q = ServedQuery { query_id, text: o.text, tenant: o.tenant, class: o.class, slo: o.slo, arrival: o.at, cluster: o.placed.map(|size| (o.cluster, size)), end: end.max(o.at), outcome, cost: 0.0, charged: o.charged };
         let t = self.totals_of(&q.tenant, &q.class);
         match q.outcome {
             Outcome::Completed if q.met() => t.met += 1,
@@ -360,13 +365,16 @@ impl Service {
             // Logged and counted under the names a query log without them gets.
             let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
             // Budget windows count on Unix time: a day's window is a UTC day.
-            if let Some(reason) = self.cp.admit(query_id, text, tenant, slo, self.started_unix + at)? {
-                let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo };
-                b.finish(query_id, open, at, Outcome::Rejected(reason), None);
-                return Err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() });
-            }
+            let charged = match self.cp.admit(query_id, text, tenant, slo, self.started_unix + at)? {
+                Ok(dollars) => dollars,
+                Err(reason) => {
+                    let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged: 0.0 };
+                    b.finish(query_id, open, at, Outcome::Rejected(reason), None);
+                    return Err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() });
+                }
+            };
             let c = self.cp.route(query_id, text, slo)?;
-            b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo });
+            b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged });
             b.totals_of(tenant, class).routed += 1;
             c
         };
@@ -515,6 +523,20 @@ impl Service {
         b.log.drain(..).collect()
     }
 
+    /// The ended queries whose cost is not final yet (their cluster's billing minimum still
+    /// runs), in the order they ended, with `cost` 0: what [`Service::take_served`] will return
+    /// once it is. Nothing is taken; a durable log journals them, so that a crash before their
+    /// cost is final loses no query (`autoslo.serving.ServedLog`).
+    pub fn pending_served(&self) -> Vec<ServedQuery> {
+        let b = self.books();
+        if !b.keep_log {
+            return Vec::new();
+        }
+        let mut v: Vec<ServedQuery> = b.unpriced.values().cloned().collect();
+        v.sort_by(|a, b| a.end.total_cmp(&b.end).then(a.query_id.cmp(&b.query_id)));
+        v
+    }
+
     /// Keep a log of ended queries (on from the start), or not: off, nothing more is logged,
     /// and the totals still count.
     pub fn keep_log(&self, on: bool) {
@@ -537,6 +559,15 @@ impl Service {
     /// `rejected` with its reason, and `route` returns [`CloudError::Rejected`].
     pub fn set_admission(&self, admission: Option<autoslo_core::tenancy::NamedAdmission>) -> Result<()> {
         Ok(self.cp.set_admission(admission)?)
+    }
+
+    /// Charge `dollars` to `tenant`'s current budget window, as if its queries had been
+    /// admitted: a restarted service restores what its log's `charged` column says each tenant
+    /// spent in this window before the restart. Without budgets in force, nothing to charge.
+    pub fn charge_budget(&self, tenant: &str, dollars: f64) -> Result<()> {
+        // Under the books' lock, as routes are, on the clock their budget windows count on.
+        let _b = self.books();
+        Ok(self.cp.charge_budget(tenant, self.started_unix + self.cp.now(), dollars)?)
     }
 
     /// The control plane's log: spinups, teardowns, failures, skipped decisions.

@@ -25,8 +25,7 @@ use crate::emulator::{measured_cycles, Lifecycle};
 use crate::error::{AutoSloError, Result};
 use crate::live::LiveRouter;
 use crate::rng::Rng;
-use crate::tenancy::{NamedAdmission, SloPolicy};
-use crate::trace::RejectReason;
+use crate::tenancy::{AdmissionDecision, NamedAdmission, SloPolicy};
 use crate::tuner::ExecutionConfig;
 use crate::workload::Query;
 
@@ -206,18 +205,32 @@ impl ControlPlane {
     /// Put the queries arriving from now on to `admission` before they are routed
     /// ([`ControlPlane::admit`]); `None`: admit every query.
     pub fn set_admission(&self, admission: Option<NamedAdmission>) -> Result<()> {
-        *self.admission.lock().map_err(|_| AutoSloError::InvalidAction("admission lock poisoned by an earlier panic".into()))? = admission;
+        *self.admission_lock()? = admission;
         Ok(())
     }
 
-    /// Admit (`None`) or reject, before any work, query `query_id` of `tenant` with `text` and
-    /// `slo` arriving now, given the clusters as they are: by the admission in force (none:
-    /// every query is admitted). `budget_clock` is the time its budget windows count on (the
-    /// service passes Unix time, so a day's window is a UTC day). A rejected query is not
-    /// routed.
-    pub fn admit(&self, query_id: u64, text: QueryText, tenant: &str, slo: f64, budget_clock: f64) -> Result<Option<RejectReason>> {
-        let mut admission = self.admission.lock().map_err(|_| AutoSloError::InvalidAction("admission lock poisoned by an earlier panic".into()))?;
-        let Some(a) = admission.as_mut() else { return Ok(None) };
+    fn admission_lock(&self) -> Result<std::sync::MutexGuard<'_, Option<NamedAdmission>>> {
+        self.admission.lock().map_err(|_| AutoSloError::InvalidAction("admission lock poisoned by an earlier panic".into()))
+    }
+
+    /// Charge `dollars` to `tenant`'s budget window that holds `budget_clock`, as if its
+    /// queries had been admitted (a restarted service restores what its log says was spent).
+    /// Without budgets in force, nothing to charge.
+    pub fn charge_budget(&self, tenant: &str, budget_clock: f64, dollars: f64) -> Result<()> {
+        match self.admission_lock()?.as_mut() {
+            Some(a) => a.charge(tenant, budget_clock, dollars),
+            None => Ok(()),
+        }
+    }
+
+    /// Admit or reject, before any work, query `query_id` of `tenant` with `text` and `slo`
+    /// arriving now, given the clusters as they are: by the admission in force (none: every
+    /// query is admitted, charged nothing). `budget_clock` is the time its budget windows count
+    /// on (the service passes Unix time, so a day's window is a UTC day). Admitted, the dollars
+    /// charged to its tenant's budget (0 without one); a rejected query is not routed.
+    pub fn admit(&self, query_id: u64, text: QueryText, tenant: &str, slo: f64, budget_clock: f64) -> Result<AdmissionDecision> {
+        let mut admission = self.admission_lock()?;
+        let Some(a) = admission.as_mut() else { return Ok(Ok(0.0)) };
         let infos: Vec<ClusterInfo> = {
             let now = self.shared.now();
             let mut r = self.shared.router()?;
@@ -532,29 +545,41 @@ mod tests {
     fn admission_refuses_infeasible_deadlines_and_tenants_past_their_budgets_by_name() {
         use crate::billing::BillingPolicy;
         use crate::predictor::{Backend, Predictor};
+        use crate::trace::RejectReason;
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python/autoslo/models/iconq_plus");
         let model = Predictor::load(&dir, Backend::Native).unwrap();
         let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 1.0, teardown_s: 1.0 }, 1).unwrap());
         let cp = ControlPlane::start(Box::new(RoundRobin::default()), &[8], Box::new(crate::control::StaticScaler), manager, 0.05, 1.0).unwrap();
         let text = QueryText { template: 3, instance: 1 };
-        assert_eq!(cp.admit(1, text, "acme", 1e-6, 0.0), Ok(None), "no admission: every query");
+        assert_eq!(cp.admit(1, text, "acme", 1e-6, 0.0), Ok(Ok(0.0)), "no admission: every query");
         // acme may spend two and a half queries' worth of estimated dollars per day.
         let est = model.stage.estimate(text, 8).unwrap();
         let budgets = [("acme".to_string(), 2.5 * BillingPolicy::default().cost(8, est))].into_iter().collect();
         let admission = NamedAdmission::new(&model, BillingPolicy::default(), Some((1.0, None)), Some((budgets, 86_400.0))).unwrap();
         cp.set_admission(admission).unwrap();
-        assert_eq!(cp.admit(1, text, "beta", est / 10.0, 0.0), Ok(Some(RejectReason::InfeasibleDeadline)));
-        assert_eq!(cp.admit(2, text, "acme", 60.0, 10.0), Ok(None));
-        assert_eq!(cp.admit(3, text, "acme", 60.0, 20.0), Ok(None));
-        assert_eq!(cp.admit(4, text, "acme", 60.0, 30.0), Ok(Some(RejectReason::Budget)));
-        assert_eq!(cp.admit(5, text, "beta", 60.0, 40.0), Ok(None), "beta has no budget");
+        let per_query = BillingPolicy::default().cost(8, est);
+        assert_eq!(cp.admit(1, text, "beta", est / 10.0, 0.0), Ok(Err(RejectReason::InfeasibleDeadline)));
+        assert_eq!(cp.admit(2, text, "acme", 60.0, 10.0), Ok(Ok(per_query)), "charged its estimate");
+        assert_eq!(cp.admit(3, text, "acme", 60.0, 20.0), Ok(Ok(per_query)));
+        assert_eq!(cp.admit(4, text, "acme", 60.0, 30.0), Ok(Err(RejectReason::Budget)));
+        assert_eq!(cp.admit(5, text, "beta", 60.0, 40.0), Ok(Ok(0.0)), "beta has no budget");
         // The next day's window: acme is admitted again.
-        assert_eq!(cp.admit(6, text, "acme", 60.0, 86_400.0 + 5.0), Ok(None));
+        assert_eq!(cp.admit(6, text, "acme", 60.0, 86_400.0 + 5.0), Ok(Ok(per_query)));
+        // A restart restores what was spent: a query and a half's worth already spent today
+        // leaves room for one more query, not two.
+        let restarted = NamedAdmission::new(&model, BillingPolicy::default(), None, Some(([("acme".to_string(), 2.75 * per_query)].into_iter().collect(), 86_400.0))).unwrap();
+        cp.set_admission(restarted).unwrap();
+        cp.charge_budget("acme", 86_400.0 + 10.0, 1.5 * per_query).unwrap();
+        cp.charge_budget("acme", 10.0, 100.0 * per_query).unwrap(); // another day's window
+        assert!(cp.charge_budget("acme", 86_400.0, -1.0).is_err(), "a negative charge");
+        assert_eq!(cp.admit(8, text, "acme", 60.0, 86_400.0 + 20.0), Ok(Ok(per_query)));
+        assert_eq!(cp.admit(9, text, "acme", 60.0, 86_400.0 + 30.0), Ok(Err(RejectReason::Budget)));
         // Neither given: no admission.
         assert!(NamedAdmission::new(&model, BillingPolicy::default(), None, None).unwrap().is_none());
         assert!(NamedAdmission::new(&model, BillingPolicy::default(), Some((0.5, None)), None).is_err(), "a margin below 1");
         cp.set_admission(None).unwrap();
-        assert_eq!(cp.admit(7, text, "acme", 1e-6, 0.0), Ok(None));
+        assert_eq!(cp.admit(7, text, "acme", 1e-6, 0.0), Ok(Ok(0.0)));
+        assert_eq!(cp.charge_budget("acme", 0.0, 1.0), Ok(()), "no budgets: nothing to charge");
     }
 
     #[test]

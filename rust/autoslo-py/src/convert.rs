@@ -374,9 +374,10 @@ pub(crate) fn event_dicts(py: Python<'_>, events: Vec<autoslo_core::control_plan
 /// A serving log → table: query_id, arrival (UTC timestamp: the service's start plus its clock),
 /// arrival_s (the service's clock), template, instance, tenant, class, slo, cluster_id and cluster_size
 /// (null: never placed), latency, outcome, met, cost (dollars of its cluster's bill attributed to
-/// it; 0 when never placed), reject_reason (null unless refused at admission). Its columns are those a query log has, so the
+/// it; 0 when never placed; null unless `priced`: not final yet), reject_reason (null unless refused at admission), charged (estimated dollars admission charged to its
+/// tenant's budget; 0 without one). Its columns are those a query log has, so the
 /// Workload Reservoir and `read_workload` take it as it is.
-pub fn served_table(log: &[ServedQuery], started_unix: f64) -> PyResult<PyTable> {
+pub fn served_table(log: &[ServedQuery], started_unix: f64, priced: bool) -> PyResult<PyTable> {
     let micros = |t: f64| ((started_unix + t) * 1e6).round() as i64;
     let arrival = TimestampMicrosecondArray::from_iter_values(log.iter().map(|q| micros(q.arrival))).with_timezone("UTC");
     table(vec![
@@ -393,11 +394,12 @@ pub fn served_table(log: &[ServedQuery], started_unix: f64) -> PyResult<PyTable>
         ("latency", f64s(log.iter().map(ServedQuery::latency))),
         ("outcome", strs(log.iter().map(|q| q.outcome.name()))),
         ("met", Arc::new(arrow_array::BooleanArray::from_iter(log.iter().map(|q| Some(q.met()))))),
-        ("cost", f64s(log.iter().map(|q| q.cost))),
+        ("cost", Arc::new(Float64Array::from_iter(log.iter().map(|q| priced.then_some(q.cost))))),
         ("reject_reason", Arc::new(arrow_array::StringArray::from_iter(log.iter().map(|q| match q.outcome {
             autoslo_core::trace::Outcome::Rejected(r) => Some(r.name()),
             _ => None,
         })))),
+        ("charged", f64s(log.iter().map(|q| q.charged))),
     ])
 }
 

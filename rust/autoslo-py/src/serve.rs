@@ -168,13 +168,29 @@ impl PyService {
     /// `read_workload` take it as it is.
     fn take_served(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let s = self.read()?;
-        Ok(convert::served_table(&s.take_served(), s.started_unix())?.into_pyarrow(py)?.unbind())
+        Ok(convert::served_table(&s.take_served(), s.started_unix(), true)?.into_pyarrow(py)?.unbind())
+    }
+
+    /// The ended queries whose cost is not final yet (their cluster's billing minimum still
+    /// runs), as `take_served`'s table with `cost` null; nothing is taken. `take_served` returns
+    /// them once their cost is final. `autoslo.serving.ServedLog` journals them, so that a crash
+    /// before then loses no query.
+    fn pending_served(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let s = self.read()?;
+        Ok(convert::served_table(&s.pending_served(), s.started_unix(), false)?.into_pyarrow(py)?.unbind())
     }
 
     /// Keep the log of ended queries (on from the start) or not; the totals count either way.
     fn keep_log(&self, on: bool) -> PyResult<()> {
         self.read()?.keep_log(on);
         Ok(())
+    }
+
+    /// Charge `dollars` to `tenant`'s current budget window, as if its queries had been
+    /// admitted: a restarted service restores what its log's `charged` column says the tenant
+    /// spent in this window (`autoslo.serving.ServedLog.charged`). Nothing without budgets.
+    fn charge_budget(&self, tenant: &str, dollars: f64) -> PyResult<()> {
+        self.read()?.charge_budget(tenant, dollars).map_err(cloud_err)
     }
 
     /// Ended queries dropped from a full log (more than 262,144 ended and not taken).

@@ -18,6 +18,10 @@ use crate::predictor::Predictor;
 use crate::trace::RejectReason;
 use crate::workload::Query;
 
+/// What [`NamedAdmission`] decided of a query: admitted, with the estimated dollars charged to
+/// its tenant's budget (0 when its tenant has none), or refused.
+pub type AdmissionDecision = std::result::Result<f64, RejectReason>;
+
 /// Decides, at arrival, whether a query is admitted (`None`) or rejected.
 pub trait Admission: Send {
     fn decide(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Option<RejectReason>;
@@ -93,28 +97,47 @@ impl BudgetAdmission {
 
     /// Estimated dollars spent by tenant `t` in the window that holds `now`.
     pub fn spent(&self, tenant: u32, now: f64) -> f64 {
-        self.spent.get(&(tenant, (now / self.window_s).floor() as u64)).copied().unwrap_or(0.0)
+        self.spent.get(&(tenant, self.window(now))).copied().unwrap_or(0.0)
+    }
+
+    fn window(&self, now: f64) -> u64 {
+        (now / self.window_s).floor().max(0.0) as u64
+    }
+
+    /// Charge `dollars` to tenant `t`'s window that holds `now`, as if its queries had been
+    /// admitted: what a restarted service's log says the tenant spent before the restart.
+    pub fn charge(&mut self, tenant: u32, now: f64, dollars: f64) -> Result<()> {
+        if !(dollars.is_finite() && dollars >= 0.0) {
+            return Err(AutoSloError::out_of_range("dollars charged to a budget", "finite and ≥ 0", dollars));
+        }
+        *self.spent.entry((tenant, self.window(now))).or_insert(0.0) += dollars;
+        Ok(())
+    }
+
+    /// [`Admission::decide`], with the dollars charged to the tenant's window when admitted.
+    pub fn admit(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> AdmissionDecision {
+        if let Some(r) = self.inner.as_mut().and_then(|a| a.decide(now, query, clusters)) {
+            return Err(r);
+        }
+        let Some(&budget) = self.budgets.get(&query.tenant) else { return Ok(0.0) };
+        let Some(size) = clusters.iter().filter(|c| c.accepts_queries()).map(|c| c.size).max() else {
+            return Err(RejectReason::Capacity);
+        };
+        let est = self.predictor.stage.estimate(query.text, size).unwrap_or(0.0);
+        let cost = self.billing.cost(size, est);
+        let key = (query.tenant, self.window(now));
+        let spent = self.spent.entry(key).or_insert(0.0);
+        if *spent + cost > budget {
+            return Err(RejectReason::Budget);
+        }
+        *spent += cost;
+        Ok(cost)
     }
 }
 
 impl Admission for BudgetAdmission {
     fn decide(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Option<RejectReason> {
-        if let Some(r) = self.inner.as_mut().and_then(|a| a.decide(now, query, clusters)) {
-            return Some(r);
-        }
-        let Some(&budget) = self.budgets.get(&query.tenant) else { return None };
-        let Some(size) = clusters.iter().filter(|c| c.accepts_queries()).map(|c| c.size).max() else {
-            return Some(RejectReason::Capacity);
-        };
-        let est = self.predictor.stage.estimate(query.text, size).unwrap_or(0.0);
-        let cost = self.billing.cost(size, est);
-        let key = (query.tenant, (now / self.window_s).floor() as u64);
-        let spent = self.spent.entry(key).or_insert(0.0);
-        if *spent + cost > budget {
-            return Some(RejectReason::Budget);
-        }
-        *spent += cost;
-        None
+        self.admit(now, query, clusters).err()
     }
     fn name(&self) -> &str {
         "budget"
@@ -126,8 +149,15 @@ impl Admission for BudgetAdmission {
 /// name ([`BudgetAdmission`]), each optional. Names get indices as they are first seen; the
 /// budgeted tenants first.
 pub struct NamedAdmission {
-    admission: Box<dyn Admission>,
+    admission: Named,
     tenants: HashMap<String, u32>,
+}
+
+/// The admission [`NamedAdmission`] runs.
+enum Named {
+    Deadline(DeadlineAdmission),
+    /// Budgets, after the deadline admission if one was given.
+    Budget(BudgetAdmission),
 }
 
 impl NamedAdmission {
@@ -135,8 +165,8 @@ impl NamedAdmission {
     /// window by tenant name, window length in s) of a [`BudgetAdmission`] consulted after it.
     /// `None` when neither is given.
     pub fn new(predictor: &Predictor, billing: BillingPolicy, deadline: Option<(f64, Option<u32>)>, budgets: Option<(HashMap<String, f64>, f64)>) -> Result<Option<Self>> {
-        let mut admission: Option<Box<dyn Admission>> = match deadline {
-            Some((margin, largest)) => Some(Box::new(DeadlineAdmission::new(predictor.clone(), margin, largest)?)),
+        let deadline = match deadline {
+            Some((margin, largest)) => Some(DeadlineAdmission::new(predictor.clone(), margin, largest)?),
             None => None,
         };
         let mut tenants = HashMap::new();
@@ -149,28 +179,52 @@ impl NamedAdmission {
                 tenants.insert(name, i);
                 by_index.insert(i, budget);
             }
-            admission = Some(Box::new(BudgetAdmission::new(predictor.clone(), billing, by_index, window_s, admission)?));
+            let inner = deadline.map(|d| Box::new(d) as Box<dyn Admission>);
+            let budget = BudgetAdmission::new(predictor.clone(), billing, by_index, window_s, inner)?;
+            return Ok(Some(Self { admission: Named::Budget(budget), tenants }));
         }
-        Ok(admission.map(|admission| Self { admission, tenants }))
+        Ok(deadline.map(|d| Self { admission: Named::Deadline(d), tenants }))
     }
 
-    /// Admit (`None`) or reject the query of `tenant` with `text` and `slo`, arriving at `now`
-    /// on the budget windows' clock, given the clusters as they are.
-    pub fn decide(&mut self, now: f64, query_id: u64, text: crate::catalog::QueryText, tenant: &str, slo: f64, clusters: &[ClusterInfo]) -> Option<RejectReason> {
-        let tenant = match self.tenants.get(tenant) {
+    fn index(&mut self, tenant: &str) -> u32 {
+        match self.tenants.get(tenant) {
             Some(&i) => i,
             None => {
                 let i = u32::try_from(self.tenants.len()).unwrap_or(u32::MAX);
                 self.tenants.insert(tenant.to_string(), i);
                 i
             }
-        };
+        }
+    }
+
+    /// Admit or reject the query of `tenant` with `text` and `slo`, arriving at `now` on the
+    /// budget windows' clock, given the clusters as they are; admitted, the dollars charged to
+    /// its tenant's budget.
+    pub fn decide(&mut self, now: f64, query_id: u64, text: crate::catalog::QueryText, tenant: &str, slo: f64, clusters: &[ClusterInfo]) -> AdmissionDecision {
+        let tenant = self.index(tenant);
         let q = Query { id: query_id, arrival: now, text, tenant, class: 0, slo };
-        self.admission.decide(now, &q, clusters)
+        match &mut self.admission {
+            Named::Deadline(d) => d.decide(now, &q, clusters).map_or(Ok(0.0), Err),
+            Named::Budget(b) => b.admit(now, &q, clusters),
+        }
+    }
+
+    /// Charge `dollars` to `tenant`'s budget window that holds `now` (the budget windows'
+    /// clock), as if its queries had been admitted: a restarted service restores what its log
+    /// says each tenant spent. Without budgets, nothing to charge.
+    pub fn charge(&mut self, tenant: &str, now: f64, dollars: f64) -> Result<()> {
+        let i = self.index(tenant);
+        match &mut self.admission {
+            Named::Deadline(_) => Ok(()),
+            Named::Budget(b) => b.charge(i, now, dollars),
+        }
     }
 
     /// The admission's name (`deadline`, or `budget` when budgets are enforced).
     pub fn name(&self) -> &str {
-        self.admission.name()
+        match &self.admission {
+            Named::Deadline(d) => d.name(),
+            Named::Budget(b) => b.name(),
+        }
     }
 }
