@@ -687,6 +687,13 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
             assert call(url, {"query_id": 6, "template": 3, "instance": 1, "slo": est / 10})[0] == 422
             status, answer = call(url, {"query_id": 7, "template": 3, "instance": 1, "slo": 60.0, "tenant": "acme"})
             assert (status, answer["rejected"]) == (429, "budget"), answer
+            # Each budgeted tenant's standing, in /stats and /metrics: acme spent two queries' worth.
+            standing = call(url.replace("/route", "/stats"))[1]["budgets"]
+            assert [(b["tenant"], b["budget"]) for b in standing] == [("acme", pytest.approx(2.5 * per_query))] and standing == svc.budgets()
+            assert standing[0]["spent"] == pytest.approx(2 * per_query) and standing[0]["window_start"] == 86_400 * (time.time() // 86_400)
+            with urllib.request.urlopen(url.replace("/route", "/metrics"), timeout=30) as r:
+                text = r.read().decode()
+            assert f'autoslo_budget_spent_dollars{{tenant="acme"}} {standing[0]["spent"]!r}' in text and 'autoslo_budget_dollars{tenant="acme"}' in text
             server.shutdown()
             server.server_close()
         served = svc.take_served()
@@ -694,6 +701,7 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
         assert {q: rows[q]["reject_reason"] for q in (1, 4, 6, 7)} == {1: "infeasible-deadline", 4: "budget", 6: "infeasible-deadline", 7: "budget"}
         assert all(rows[q]["outcome"] == "rejected" and rows[q]["cost"] == 0 and rows[q]["cluster_id"] is None for q in (1, 4, 6, 7))
         assert all(rows[q]["reject_reason"] is None and rows[q]["met"] for q in (2, 3, 5))
+        assert [rows[q]["charged"] for q in (2, 3)] == [pytest.approx(per_query)] * 2 and rows[5]["charged"] == rows[4]["charged"] == 0
         totals = {t["tenant"]: t for t in svc.totals().to_pylist()}
         assert (totals["acme"]["routed"], totals["acme"]["rejected"], totals["default"]["rejected"]) == (2, 2, 1)
         assert totals["acme"]["violation_rate"] == pytest.approx(0.5), "a rejection counts as a violation"

@@ -357,6 +357,10 @@ class Service:
         minimum among that minute's queries. A query is taken once its cost is final: as it ends,
         or once its cluster's billing minute is over. Once stopped, the costs sum to ``cost()``.
         ``charged`` is the estimate admission charged to its tenant's budget (0 without one)."""
+    def budgets(self) -> list[dict[str, Any]]:
+        """Each budgeted tenant's standing in the current window, as dicts (tenant, budget,
+        spent: the estimated dollars admission charged, window_start: Unix time); empty without
+        budgets."""
     def charge_budget(self, tenant: str, dollars: float) -> None:
         """Charge ``dollars`` to ``tenant``'s current budget window, as if its queries had been
         admitted: a restarted service restores what its log's ``charged`` column says the tenant

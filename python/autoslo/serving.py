@@ -13,8 +13,9 @@ GET      /events      → ``[{"time", "cluster_id", "size", "event", "reason"}]`
 GET      /health      → ``{"ok": true, "now": <service clock>}``
 GET      /stats       → ``{"now", "cost", "totals": [{"tenant", "class", "routed", "running", "met",
                       "late", "timed_out", "failed", "cancelled", "violation_rate",
-                      "latency_mean", "cost"}]}`` (``cost``: dollars attributed to the
-                      ended queries whose cost is final)
+                      "latency_mean", "cost"}], "budgets": [{"tenant", "budget", "spent",
+                      "window_start"}]}`` (``cost``: dollars attributed to the ended queries
+                      whose cost is final; ``spent``: estimated dollars admission charged)
 GET      /metrics     → the same, and each cluster's bill, in Prometheus's text format
 =======  ===========  ===========================================================================
 
@@ -78,9 +79,10 @@ def _fields(path: str, body: Any) -> dict[str, Any]:
 
 
 def stats(svc: _core.Service) -> dict[str, Any]:
-    """What ``GET /stats`` answers: the service's clock, dollars billed so far, and the queries so
-    far per tenant × class (violation_rate and latency_mean null until a query ended)."""
-    return {"now": svc.now(), "cost": svc.cost(), "totals": svc.totals().to_pylist()}
+    """What ``GET /stats`` answers: the service's clock, dollars billed so far, the queries so
+    far per tenant × class (violation_rate and latency_mean null until a query ended), and each
+    budgeted tenant's budget and estimated spend in the current window."""
+    return {"now": svc.now(), "cost": svc.cost(), "totals": svc.totals().to_pylist(), "budgets": svc.budgets()}
 
 
 def _label(v: object) -> str:
@@ -96,7 +98,8 @@ def metrics(svc: _core.Service) -> str:
     """What ``GET /metrics`` answers, in Prometheus's text exposition format (0.0.4): queries
     routed, running and ended (by outcome: met, late, timed_out, failed, cancelled) per tenant ×
     class, each cluster's billed dollars and state, the dollars attributed to each tenant ×
-    class, and log entries dropped."""
+    class, each budgeted tenant's budget and estimated spend in the window, and log entries
+    dropped."""
     lines: list[str] = []
 
     def family(name: str, kind: str, help_: str, samples: list[str]) -> None:
@@ -128,6 +131,14 @@ def metrics(svc: _core.Service) -> str:
     )
     states = ("creating", "available", "lost", "deleted")
     family("autoslo_clusters", "gauge", "Clusters by state.", [_sample("autoslo_clusters", {"state": st}, float(sum(c["state"] == st for c in clusters))) for st in states])
+    budgets = svc.budgets()
+    family("autoslo_budget_dollars", "gauge", "Each budgeted tenant's budget per window.", [_sample("autoslo_budget_dollars", {"tenant": b["tenant"]}, float(b["budget"])) for b in budgets])
+    family(
+        "autoslo_budget_spent_dollars",
+        "gauge",
+        "Estimated dollars admission charged to each budgeted tenant in the current window.",
+        [_sample("autoslo_budget_spent_dollars", {"tenant": b["tenant"]}, float(b["spent"])) for b in budgets],
+    )
     family("autoslo_log_dropped_total", "counter", "Ended queries dropped from a full log.", [_sample("autoslo_log_dropped_total", {}, float(svc.log_dropped()))])
     return "\n".join(lines) + "\n"
 

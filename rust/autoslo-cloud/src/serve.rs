@@ -561,6 +561,12 @@ impl Service {
         Ok(self.cp.set_admission(admission)?)
     }
 
+    /// Each budgeted tenant's budget and estimated spend in the current window (its start in
+    /// Unix time); empty without budgets.
+    pub fn budgets(&self) -> Result<Vec<autoslo_core::tenancy::BudgetStatus>> {
+        Ok(self.cp.budgets(self.started_unix + self.cp.now())?)
+    }
+
     /// Charge `dollars` to `tenant`'s current budget window, as if its queries had been
     /// admitted: a restarted service restores what its log's `charged` column says each tenant
     /// spent in this window before the restart. Without budgets in force, nothing to charge.

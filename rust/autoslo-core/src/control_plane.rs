@@ -25,7 +25,7 @@ use crate::emulator::{measured_cycles, Lifecycle};
 use crate::error::{AutoSloError, Result};
 use crate::live::LiveRouter;
 use crate::rng::Rng;
-use crate::tenancy::{AdmissionDecision, NamedAdmission, SloPolicy};
+use crate::tenancy::{AdmissionDecision, BudgetStatus, NamedAdmission, SloPolicy};
 use crate::tuner::ExecutionConfig;
 use crate::workload::Query;
 
@@ -211,6 +211,12 @@ impl ControlPlane {
 
     fn admission_lock(&self) -> Result<std::sync::MutexGuard<'_, Option<NamedAdmission>>> {
         self.admission.lock().map_err(|_| AutoSloError::InvalidAction("admission lock poisoned by an earlier panic".into()))
+    }
+
+    /// Each budgeted tenant's budget and estimated spend in the window that holds
+    /// `budget_clock`; empty without budgets in force.
+    pub fn budgets(&self, budget_clock: f64) -> Result<Vec<BudgetStatus>> {
+        Ok(self.admission_lock()?.as_ref().map(|a| a.budgets(budget_clock)).unwrap_or_default())
     }
 
     /// Charge `dollars` to `tenant`'s budget window that holds `budget_clock`, as if its
@@ -574,12 +580,17 @@ mod tests {
         assert!(cp.charge_budget("acme", 86_400.0, -1.0).is_err(), "a negative charge");
         assert_eq!(cp.admit(8, text, "acme", 60.0, 86_400.0 + 20.0), Ok(Ok(per_query)));
         assert_eq!(cp.admit(9, text, "acme", 60.0, 86_400.0 + 30.0), Ok(Err(RejectReason::Budget)));
+        let standing = cp.budgets(86_400.0 + 40.0).unwrap();
+        assert_eq!(standing.len(), 1, "only budgeted tenants: {standing:?}");
+        assert_eq!((standing[0].tenant.as_str(), standing[0].window_start), ("acme", 86_400.0));
+        assert!((standing[0].spent - 2.5 * per_query).abs() < 1e-12 && (standing[0].budget - 2.75 * per_query).abs() < 1e-12, "{standing:?}");
         // Neither given: no admission.
         assert!(NamedAdmission::new(&model, BillingPolicy::default(), None, None).unwrap().is_none());
         assert!(NamedAdmission::new(&model, BillingPolicy::default(), Some((0.5, None)), None).is_err(), "a margin below 1");
         cp.set_admission(None).unwrap();
         assert_eq!(cp.admit(7, text, "acme", 1e-6, 0.0), Ok(Ok(0.0)));
         assert_eq!(cp.charge_budget("acme", 0.0, 1.0), Ok(()), "no budgets: nothing to charge");
+        assert_eq!(cp.budgets(0.0), Ok(vec![]));
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub mod reservation;
 pub mod sharing;
 pub mod slo_policy;
 
-pub use admission::{Admission, AdmissionDecision, BudgetAdmission, DeadlineAdmission, NamedAdmission};
+pub use admission::{Admission, AdmissionDecision, BudgetAdmission, BudgetStatus, DeadlineAdmission, NamedAdmission};
 pub use queue::{AdmissionQueue, Deferral, Offer, QueueSettings, Release};
 pub use reservation::{Reservation, ReservedRouter};
 pub use sharing::{Share, Sharing, SharingPolicy};

@@ -104,6 +104,16 @@ impl BudgetAdmission {
         (now / self.window_s).floor().max(0.0) as u64
     }
 
+    /// When the window that holds `now` began (on the same clock).
+    pub fn window_start(&self, now: f64) -> f64 {
+        self.window(now) as f64 * self.window_s
+    }
+
+    /// Tenant `t`'s budget per window, if it has one.
+    pub fn budget(&self, tenant: u32) -> Option<f64> {
+        self.budgets.get(&tenant).copied()
+    }
+
     /// Charge `dollars` to tenant `t`'s window that holds `now`, as if its queries had been
     /// admitted: what a restarted service's log says the tenant spent before the restart.
     pub fn charge(&mut self, tenant: u32, now: f64, dollars: f64) -> Result<()> {
@@ -142,6 +152,18 @@ impl Admission for BudgetAdmission {
     fn name(&self) -> &str {
         "budget"
     }
+}
+
+/// A budgeted tenant's standing in the current window ([`NamedAdmission::budgets`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetStatus {
+    pub tenant: String,
+    /// Dollars per window.
+    pub budget: f64,
+    /// Estimated dollars admission charged in the window so far.
+    pub spent: f64,
+    /// When the window began, on the budget windows' clock.
+    pub window_start: f64,
 }
 
 /// Admission for a control plane that serves queries by tenant *name* (the serving path, where
@@ -218,6 +240,19 @@ impl NamedAdmission {
             Named::Deadline(_) => Ok(()),
             Named::Budget(b) => b.charge(i, now, dollars),
         }
+    }
+
+    /// Each budgeted tenant's budget and estimated spend in the window that holds `now` (the
+    /// budget windows' clock), by tenant name; empty without budgets.
+    pub fn budgets(&self, now: f64) -> Vec<BudgetStatus> {
+        let Named::Budget(b) = &self.admission else { return Vec::new() };
+        let mut v: Vec<BudgetStatus> = self
+            .tenants
+            .iter()
+            .filter_map(|(name, &i)| b.budget(i).map(|budget| BudgetStatus { tenant: name.clone(), budget, spent: b.spent(i, now), window_start: b.window_start(now) }))
+            .collect();
+        v.sort_by(|x, y| x.tenant.cmp(&y.tenant));
+        v
     }
 
     /// The admission's name (`deadline`, or `budget` when budgets are enforced).
