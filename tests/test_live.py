@@ -526,6 +526,47 @@ def test_a_served_log_compacts_its_journal_once_even_after_a_crash_mid_compactio
     assert read_table(tmp_path)["query_id"].to_pylist() == [1, 2] and not list((tmp_path / ".journal").iterdir())
 
 
+def test_a_token_guards_every_endpoint_but_health(tmp_path: Path) -> None:
+    """With a bearer token (`autoslo serve --token-file`), a request without it or with another
+    one is refused 401 before any work; /health stays open for probes."""
+    from autoslo.serving import make_server, read_token
+
+    (tmp_path / "token").write_text("s3cret-Token\n")
+    token = read_token(tmp_path / "token")
+    assert token == "s3cret-Token"
+    for bad, why in [("", "is empty"), ("two words", "whitespace")]:
+        (tmp_path / "bad").write_text(bad)
+        with pytest.raises(ValueError, match=why):
+            read_token(tmp_path / "bad")
+    with LocalEndpoint(time_factor=0.005) as ep, serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="tok") as svc:
+        server = make_server(svc, "127.0.0.1", 0, token=token)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+
+        def request(method: str, path: str, auth: str | None, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+            conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+            headers = {"Content-Type": "application/json", **({"Authorization": auth} if auth is not None else {})}
+            conn.request(method, path, json.dumps(body).encode() if body is not None else None, headers)
+            r = conn.getresponse()
+            answer = (r.status, json.loads(r.read()) if r.getheader("Content-Type", "").startswith("application/json") else None, r.getheader("WWW-Authenticate"))
+            conn.close()
+            return answer[0], answer[1:]
+
+        route = {"query_id": 1, "template": 3, "instance": 1, "slo": 60}
+        for auth in (None, "Bearer wrong", "s3cret-Token", "Bearer s3cret-Token2"):
+            status, (answer, challenge) = request("POST", "/route", auth, route)
+            assert status == 401 and "bearer token" in answer["error"] and challenge.startswith("Bearer"), (auth, status, answer)
+            assert request("GET", "/stats", auth)[0] == request("GET", "/metrics", auth)[0] == 401
+        assert svc.clusters()[0]["running"] == 0, "a refused request did no work"
+        assert request("GET", "/health", None)[0] == 200
+        assert request("POST", "/route", "Bearer s3cret-Token", route)[0] == 200
+        assert request("GET", "/metrics", "Bearer s3cret-Token")[0] == 200
+        assert call(f"{base}/health")[0] == 200
+        svc.complete(1)  # the stop waits for what still runs
+        server.shutdown()
+        server.server_close()
+
+
 def test_autoslo_serve_follows_the_published_plans_without_dropping_a_workgroup(tmp_path: Path) -> None:
     """`autoslo serve --plans DIR` serves today's published plan; SIGHUP hands it over to the
     plan published again (and at UTC midnight to the next day's), keeping the workgroups; a plan

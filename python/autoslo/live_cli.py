@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from autoslo import _core, argtypes
 from autoslo.bundled import model_option
 from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
-from autoslo.serving import ServedLog, make_server
+from autoslo.serving import ServedLog, make_server, read_token
 from autoslo.tables import fmt_table
 from autoslo.tenancy import Budgets, DeadlineAdmission
 from autoslo.tuner import ExecutionConfig
@@ -187,6 +187,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         admission=DeadlineAdmission(margin=args.admission_margin) if args.admission == "deadline" else None,
         budgets=Budgets(dict(args.budget), window_s=args.budget_window) if args.budget else None,
     )
+    token = read_token(args.token_file) if args.token_file else None
+    if token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"autoslo serve: listening on {args.host} without --token-file: whoever reaches the port can route queries and read the stats", file=sys.stderr)
     # Before any workgroup exists: a directory another service writes is refused, and what a
     # crashed run journaled there becomes a part.
     log = ServedLog(args.log) if args.log else None
@@ -236,7 +239,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 parts.append(str(part))
 
     try:
-        server = make_server(svc, args.host, args.port)
+        server = make_server(svc, args.host, args.port, token=token)
         threading.Thread(target=server.serve_forever, name="autoslo-serve-http", daemon=True).start()
         port = server.server_address[1]
         leftovers = [e["reason"] for e in svc.events() if e["event"] == "leftover"]
@@ -362,6 +365,12 @@ def register(sub: Any) -> None:
     p.add_argument("--endpoint", metavar="URL", help="Redshift Serverless endpoint URL (default: the AWS SDK's)")
     p.add_argument("--host", default="127.0.0.1", help="address the HTTP API listens on (default 127.0.0.1)")
     p.add_argument("--port", type=argtypes.count(0), default=8080, help="its port (default 8080; 0 = any free port, printed at the start)")
+    p.add_argument(
+        "--token-file",
+        dest="token_file",
+        metavar="FILE",
+        help="require `Authorization: Bearer <token>` with the token in FILE on every request but GET /health (401 otherwise); default: no token, so keep --host on a trusted interface",
+    )
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="a routed query not completed within this many seconds ends as timed out (default 3600; 0 = never)")
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in seconds (default 10)")
     p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router plans with until a new workgroup is available (default 300)")

@@ -19,6 +19,9 @@ GET      /stats       → ``{"now", "cost", "totals": [{"tenant", "class", "rout
 GET      /metrics     → the same, and each cluster's bill, in Prometheus's text format
 =======  ===========  ===========================================================================
 
+With a token (``autoslo serve --token-file``), every request but ``GET /health`` needs
+``Authorization: Bearer <token>``; without it, 401.
+
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
 ``{"error": "<why>"}``; a query that cannot be placed (its cluster lost or never available, or
 the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hmac
 import json
 import os
 import time
@@ -334,8 +338,23 @@ class ServedLog:
         self.close()
 
 
-def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:
-    """An HTTP server (not yet serving: call ``serve_forever``) answering for ``svc``."""
+def read_token(path: str | os.PathLike[str]) -> str:
+    """The bearer token in the file at ``path`` (surrounding whitespace dropped), which must not
+    be empty: what ``autoslo serve --token-file`` requires of every request but ``/health``."""
+    token = Path(path).read_text().strip()
+    if not token:
+        raise ValueError(f"the token file {path} is empty: put the bearer token the gateway sends in it")
+    if any(c.isspace() for c in token) or not token.isprintable():
+        raise ValueError(f"the token in {path} has whitespace or unprintable characters inside it; a bearer token is one printable word")
+    return token
+
+
+def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, token: str | None = None) -> ThreadingHTTPServer:
+    """An HTTP server (not yet serving: call ``serve_forever``) answering for ``svc``. With
+    ``token``, every request but ``GET /health`` must carry ``Authorization: Bearer <token>``;
+    one without it, or with another token, is answered 401 (a Prometheus scrape passes it with
+    ``authorization: {credentials_file: ...}``)."""
+    expected = f"Bearer {token}".encode() if token is not None else None
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "autoslo"
@@ -355,7 +374,25 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -
             self.end_headers()
             self.wfile.write(data)
 
+        def _authorized(self) -> bool:
+            """Whether the request may proceed; answered 401 if not."""
+            if expected is None or self.path == "/health":
+                return True
+            given = (self.headers.get("Authorization") or "").strip().encode()
+            if hmac.compare_digest(given, expected):
+                return True
+            data = json.dumps({"error": "missing or wrong bearer token: send Authorization: Bearer <the token of --token-file>"}).encode()
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="autoslo"')
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return False
+
         def do_GET(self) -> None:
+            if not self._authorized():
+                return
             if self.path == "/clusters":
                 self._answer(200, svc.clusters())
             elif self.path == "/events":
@@ -385,6 +422,8 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080) -
                 self._answer(400, {"error": "a POST needs a Content-Length"})
                 return
             raw = self.rfile.read(length)
+            if not self._authorized():
+                return
             if self.path not in _FIELDS:
                 self._answer(404, {"error": f"no {self.path}: POST /route, /complete or /lost"})
                 return
