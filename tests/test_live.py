@@ -487,7 +487,8 @@ def test_a_crashed_serve_loses_no_query_that_ended_and_the_next_run_logs_them(tm
             if crashed.proc.poll() is None:
                 crashed.proc.kill()
         assert not list(log_dir.glob("*.parquet")), "no part was due (--log-every 300)"
-        assert sorted(f.name for f in (log_dir / ".journal").iterdir()) == ["000000000001.arrow", "pending.arrow"]
+        journal = sorted(f.name for f in (log_dir / ".journal").iterdir())
+        assert len(journal) == 2 and journal[0].endswith("-000000000001.arrow") and journal[1] == "pending.arrow", journal
         with _AutosloServe(*args) as again:
             assert again.start["recovered"] and Path(again.start["recovered"]).parent == log_dir
             recovered = read_table(again.start["recovered"])
@@ -512,7 +513,7 @@ def test_a_served_log_compacts_its_journal_once_even_after_a_crash_mid_compactio
             svc.route(q, 3, 1, 60.0)
             svc.complete(q)
             assert log.sync(svc) == 1
-        journal = sorted((tmp_path / ".journal").glob("0*.arrow"))
+        journal = sorted((tmp_path / ".journal").glob("*-*.arrow"))
         assert len(journal) == 2
         saved = {f: f.read_bytes() for f in journal}
         part = log.compact()
@@ -524,6 +525,40 @@ def test_a_served_log_compacts_its_journal_once_even_after_a_crash_mid_compactio
     with ServedLog(tmp_path) as reopened:
         assert reopened.recovered is None
     assert read_table(tmp_path)["query_id"].to_pylist() == [1, 2] and not list((tmp_path / ".journal").iterdir())
+
+    class Replay:
+        """What a service hands a log: ``table`` once, nothing pending."""
+
+        def __init__(self, table: pa.Table) -> None:
+            self.table = table
+
+        def take_served(self) -> pa.Table:
+            t, self.table = self.table, self.table.slice(0, 0)
+            return t
+
+        def pending_served(self) -> pa.Table:
+            return self.table.slice(0, 0)
+
+    # A later run's journal is its own, though the first run's part names the files it held: a
+    # crash of the later run loses none of it. A journal that cannot be written keeps what it
+    # took for the next sync.
+    later = read_table(part).replace_schema_metadata(None).slice(0, 1)
+    run = ServedLog(tmp_path)
+    write, failures = run._write_journal, []
+
+    def full_disk(name: str, table: pa.Table) -> None:
+        failures.append(name)
+        raise OSError(28, "No space left on device")
+
+    run._write_journal = full_disk  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="No space left"):
+        run.sync(Replay(later))  # type: ignore[arg-type]
+    run._write_journal = write  # type: ignore[method-assign]
+    assert failures and run.sync(Replay(later.slice(0, 0))) == 1, "kept, then written"
+    run.close()  # a crash: the journal stays
+    with ServedLog(tmp_path) as third:
+        assert third.recovered is not None and read_table(third.recovered).num_rows == 1
+    assert read_table(tmp_path)["query_id"].to_pylist() == [1, 2, 1]
 
 
 def test_a_token_guards_every_endpoint_but_health(tmp_path: Path) -> None:

@@ -232,11 +232,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except (OSError, ValueError, _core.AutoSloCoreError) as e:
             print(json.dumps({"plan": str(path), "why": why, "error": str(e), "kept": "the plan in force"}), flush=True)
 
+    def journal() -> None:
+        """Sync the log's journal; a failure (a full disk) is reported, serving goes on, and
+        what ended is kept for the next sync."""
+        if log is not None:
+            try:
+                log.sync(svc)
+            except OSError as e:
+                print(json.dumps({"log": args.log, "error": f"cannot write the journal: {e}", "kept": "in memory until a sync succeeds"}), flush=True)
+
     def write_part() -> None:
         if log is not None:
-            log.sync(svc)
-            if (part := log.compact()) is not None:
-                parts.append(str(part))
+            journal()
+            try:
+                if (part := log.compact()) is not None:
+                    parts.append(str(part))
+            except OSError as e:
+                print(json.dumps({"log": args.log, "error": f"cannot write a part: {e}", "kept": "in the journal"}), flush=True)
 
     try:
         server = make_server(svc, args.host, args.port, token=token)
@@ -248,8 +260,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             last = last_sync = time.monotonic()
             while not stop.wait(min(0.5, args.journal_every)):
-                if log is not None and time.monotonic() - last_sync >= args.journal_every:
-                    log.sync(svc)
+                if time.monotonic() - last_sync >= args.journal_every:
+                    journal()
                     last_sync = time.monotonic()
                 if time.monotonic() - last >= args.log_every:
                     write_part()

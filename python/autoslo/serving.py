@@ -36,6 +36,7 @@ import fcntl
 import hmac
 import json
 import os
+import re
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -190,13 +191,15 @@ def _write_part(out: Path, table: pa.Table, journal: list[str] | None = None) ->
 
 #: The key of a part's metadata that names the journal files compacted into it.
 _JOURNAL_KEY = b"autoslo.journal"
+#: A journal file of queries whose cost is final: <run start, ns>-<n>.arrow.
+_JOURNAL_NAME = re.compile(r"\d{20}-\d{12}\.arrow")
 
 
 class ServedLog:
     """The serving log ``autoslo serve --log DIR`` writes: a crash loses no query that ended.
 
     :meth:`sync` (every second or so) takes the queries whose cost became final and writes them to
-    a journal file, ``DIR/.journal/<n>.arrow``, and rewrites ``DIR/.journal/pending.arrow`` with
+    a journal file, ``DIR/.journal/<run>-<n>.arrow``, and rewrites ``DIR/.journal/pending.arrow`` with
     the queries that ended but whose cost is not final yet (their cluster's billing minimum
     still runs). Each file is written whole, synced and renamed into place, so a crash leaves it
     whole or absent. :meth:`compact` (every few minutes, and after the service stopped) writes
@@ -228,12 +231,19 @@ class ServedLog:
         self._lock.flush()
         self._journal = self.directory / ".journal"
         self._journal.mkdir(exist_ok=True)
-        self._next = 1 + max((int(f.stem) for f in self._journal.glob("*.arrow") if f.stem.isdigit()), default=0)
+        self._unwritten: pa.Table | None = None
+        self._compacted: set[str] = set()
+        # Journal files are named <run>-<n>.arrow, the run by its start in ns: names never repeat
+        # across runs, since a part's metadata names the files it holds.
+        self._run = f"{time.time_ns():020d}"
+        self._next = 1
         #: The part a crashed run's journal was compacted into on opening, if there was one.
         self.recovered: Path | None = self._recover()
 
     def _entries(self) -> list[Path]:
-        return sorted((f for f in self._journal.glob("*.arrow") if f.stem.isdigit()), key=lambda f: int(f.stem))
+        """The journal files not yet in a part (one a part holds but that could not be removed
+        is left out)."""
+        return sorted(f for f in self._journal.glob("*.arrow") if _JOURNAL_NAME.fullmatch(f.name) and f.name not in self._compacted)
 
     def _write_journal(self, name: str, table: pa.Table) -> None:
         path = self._journal / name
@@ -248,10 +258,18 @@ class ServedLog:
     def sync(self, svc: _core.Service) -> int:
         """Journal the queries of ``svc`` that ended since the last sync: those whose cost became
         final, and a fresh list of those whose cost is not final yet. Returns the number that
-        became final."""
+        became final. If the journal cannot be written (a full disk, say), the error is raised
+        and the queries taken are kept for the next sync: none is lost while the process lives."""
         table = svc.take_served()
+        if self._unwritten is not None:
+            table = pa.concat_tables([self._unwritten, table], promote_options="default")
+            self._unwritten = None
         if table.num_rows:
-            self._write_journal(f"{self._next:012d}.arrow", table)
+            try:
+                self._write_journal(f"{self._run}-{self._next:012d}.arrow", table)
+            except BaseException:
+                self._unwritten = table
+                raise
             self._next += 1
         pending = svc.pending_served()
         if pending.num_rows:
@@ -278,8 +296,10 @@ class ServedLog:
         rows = [t for t in tables if t.num_rows]
         if rows:
             part = _write_part(self.directory, pa.concat_tables(rows, promote_options="default"), [f.name for f in entries])
+        self._compacted.update(f.name for f in entries)
         for f in entries:
             f.unlink()
+            self._compacted.discard(f.name)
         if with_pending and pending.exists():
             pending.unlink()
         _fsync_dir(self._journal)
