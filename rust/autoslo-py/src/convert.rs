@@ -371,6 +371,21 @@ pub(crate) fn event_dicts(py: Python<'_>, events: Vec<autoslo_core::control_plan
         .collect()
 }
 
+/// Budget standings as dicts (tenant, budget, spent, window_start).
+pub(crate) fn budget_dicts(py: Python<'_>, budgets: Vec<autoslo_core::tenancy::BudgetStatus>) -> PyResult<Vec<Bound<'_, pyo3::types::PyDict>>> {
+    budgets
+        .into_iter()
+        .map(|b| {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("tenant", b.tenant)?;
+            d.set_item("budget", b.budget)?;
+            d.set_item("spent", b.spent)?;
+            d.set_item("window_start", b.window_start)?;
+            Ok(d)
+        })
+        .collect()
+}
+
 /// A serving log → table: query_id, arrival (UTC timestamp: the service's start plus its clock),
 /// arrival_s (the service's clock), template, instance, tenant, class, slo, cluster_id and cluster_size
 /// (null: never placed), latency, outcome, met, cost (dollars of its cluster's bill attributed to

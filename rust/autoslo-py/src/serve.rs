@@ -189,19 +189,7 @@ impl PyService {
     /// Each budgeted tenant's standing in the current window, as dicts (tenant, budget, spent:
     /// the estimated dollars admission charged, window_start: Unix time); empty without budgets.
     fn budgets<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.read()?
-            .budgets()
-            .map_err(cloud_err)?
-            .into_iter()
-            .map(|b| {
-                let d = PyDict::new(py);
-                d.set_item("tenant", b.tenant)?;
-                d.set_item("budget", b.budget)?;
-                d.set_item("spent", b.spent)?;
-                d.set_item("window_start", b.window_start)?;
-                Ok(d)
-            })
-            .collect()
+        convert::budget_dicts(py, self.read()?.budgets().map_err(cloud_err)?)
     }
 
     /// Charge `dollars` to `tenant`'s current budget window, as if its queries had been
