@@ -175,3 +175,55 @@ def test_the_control_plane_class_takes_the_autoscaler_as_emulate_does() -> None:
         autoslo.ControlPlane([8], predictor=p, autoscaler=3)  # type: ignore[arg-type]
     with pytest.raises(_core.AutoSloCoreError, match="unknown"):
         autoslo.ControlPlane([8], predictor=p, autoscaler="eager")
+
+
+def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does() -> None:
+    """``autoslo.control_plane(admission=, budgets=)``: a query no cluster can serve within its SLO,
+    or one that would take its tenant past its budget, raises ``QueryRejectedError`` and takes no
+    cluster; a query without a tenant is held to tenant ``default``'s budget; a restarted control
+    plane restores what a tenant spent with ``charge_budget``."""
+    import time
+
+    import autoslo
+    from autoslo import predictor
+    from autoslo.tenancy import Budgets, DeadlineAdmission
+
+    est = predictor.load().stage_estimate(3, 1, 8)
+    per_query = 0.375 * 8 * est / 3600
+    budgets = Budgets({"acme": 2.5 * per_query, "default": 1.5 * per_query})
+    # Round robin needs no predictor; admission loads the bundled one for its Stage estimates.
+    cp = autoslo.control_plane([8], "noop", routing="round-robin", admission=DeadlineAdmission(), budgets=budgets)
+    with pytest.raises(autoslo.QueryRejectedError, match="infeasible-deadline") as e:
+        cp.route(1, 3, 1, est / 10, tenant="beta")
+    assert e.value.reason == "infeasible-deadline"
+    assert [cp.route(q, 3, 1, 60.0, tenant="acme") for q in (2, 3)] == [0, 0]
+    with pytest.raises(autoslo.QueryRejectedError, match="budget") as e:
+        cp.route(4, 3, 1, 60.0, tenant="acme")
+    assert e.value.reason == "budget"
+    assert cp.route(5, 3, 1, 60.0, tenant="beta") == 0, "beta has no budget"
+    assert cp.route(6, 3, 1, 60.0) == 0
+    with pytest.raises(autoslo.QueryRejectedError, match="budget"):
+        cp.route(7, 3, 1, 60.0)
+    assert [c[2] for c in cp.clusters()] == [4], "rejected queries take no cluster"
+    with pytest.raises(_core.AutoSloCoreError, match="query 4 is not running"):
+        cp.complete(4)
+    for q in (2, 3, 5, 6):
+        cp.complete(q)
+    standing = {b["tenant"]: b for b in cp.budgets()}
+    assert set(standing) == {"acme", "default"}
+    assert standing["acme"]["spent"] == pytest.approx(2 * per_query) and standing["default"]["spent"] == pytest.approx(per_query)
+    assert standing["acme"]["window_start"] == 86_400 * (time.time() // 86_400), "a day's window is a UTC day"
+
+    # A restart: what acme spent comes back, so it has room for no more query today.
+    again = autoslo.control_plane([8], "noop", routing="round-robin", budgets=budgets)
+    again.charge_budget("acme", standing["acme"]["spent"])
+    with pytest.raises(autoslo.QueryRejectedError, match="budget"):
+        again.route(1, 3, 1, 60.0, tenant="acme")
+    with pytest.raises(_core.AutoSloCoreError, match="finite and ≥ 0"):
+        again.charge_budget("acme", -1.0)
+    # Without admission or budgets: every query is routed, and there is nothing to charge.
+    plain = autoslo.control_plane([8], "noop", routing="round-robin")
+    assert plain.route(1, 3, 1, est / 10) == 0 and plain.budgets() == []
+    plain.charge_budget("acme", 1.0)
+    with pytest.raises(_core.AutoSloCoreError, match="margin"):
+        autoslo.control_plane([8], "noop", routing="round-robin", admission=DeadlineAdmission(margin=0.5))

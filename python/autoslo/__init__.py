@@ -23,6 +23,7 @@ except ImportError:  # … elsewhere (editable installs, user-site torch) preloa
 from autoslo._core import (
     AutoSloCoreError,
     BillingTimer,
+    QueryRejectedError,
     __version__,
     billed_seconds,
     catalog_fit_report,
@@ -49,6 +50,7 @@ from autoslo.workloads import (
 __all__ = [
     "AutoSloCoreError",
     "AutoscalerConfig",
+    "QueryRejectedError",
     "ControlPlane",
     "control_plane",
     "BillingTimer",

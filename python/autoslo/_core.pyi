@@ -271,11 +271,22 @@ class ControlPlane:
         billing_minimum_s: float = 60.0,
         slo_headroom: float = ...,
         config: str | None = None,
+        admission: tuple[float, int | None] | None = None,
+        budgets: tuple[dict[str, float], float] | None = None,
     ) -> ControlPlane: ...
     def route(self, query_id: int, template: int, instance: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> int:
         """Route a query arriving now; returns the cluster id. Its SLO is the deadline the
         configuration's ``slo_policy`` sets for it (by ``tenant``, ``workload_class`` and
-        template), else ``slo``; neither is an error."""
+        template), else ``slo``; neither is an error. A query refused at admission raises
+        :class:`QueryRejectedError` (its ``reason``) and is not routed."""
+    def budgets(self) -> list[dict[str, Any]]:
+        """Each budgeted tenant's standing in the current window, as dicts (tenant, budget,
+        spent: the estimated dollars admission charged, window_start: Unix time); empty without
+        budgets."""
+    def charge_budget(self, tenant: str, dollars: float) -> None:
+        """Charge ``dollars`` to ``tenant``'s current budget window, as if its queries had been
+        admitted (a restarted control plane restores what its tenants spent). Nothing without
+        budgets."""
     def complete(self, query_id: int, timed_out: bool = False) -> None:
         """A routed query finished now."""
     def slo_of(self, template: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> float:

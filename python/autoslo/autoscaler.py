@@ -28,6 +28,7 @@ from os import PathLike
 
 from autoslo import _core
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
+from autoslo.tenancy import Budgets, DeadlineAdmission
 from autoslo.tuner import ExecutionConfig
 
 
@@ -132,6 +133,8 @@ def control_plane(
     tick_s: float = 10.0,
     seed: int = 0,
     start_s: float = 0.0,
+    admission: DeadlineAdmission | None = None,
+    budgets: Budgets | None = None,
 ) -> _core.ControlPlane:
     """A live :class:`autoslo.ControlPlane` over ready clusters of ``clusters`` RPU: route queries
     with ``cp.route(query_id, template, instance, slo)`` as they arrive and report
@@ -146,10 +149,30 @@ def control_plane(
     control plane's own clock, in ``cp.now()`` and ``cp.events()``, counts from its start.
     A configuration's ``slo_policy`` sets the SLO of each query routed with its tenant and class:
     ``cp.route(query_id, template, instance, tenant="aster", workload_class="dashboard")``
-    (``slo`` is the SLO of a query no rule covers; ``cp.slo_of`` says which a query gets)."""
-    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s)
+    (``slo`` is the SLO of a query no rule covers; ``cp.slo_of`` says which a query gets).
+
+    ``admission`` (:class:`autoslo.tenancy.DeadlineAdmission`) and ``budgets``
+    (:class:`autoslo.tenancy.Budgets`, by tenant name; a day's window is a UTC day, on Unix time
+    at the start plus the control plane's clock) refuse a query before any work, as in the
+    emulator and :func:`autoslo.live.serve`: ``cp.route`` raises
+    :class:`autoslo.QueryRejectedError` (``reason``: ``infeasible-deadline``, ``capacity`` or
+    ``budget``) and the query is not routed. A query routed without a tenant is held to the
+    budget of tenant ``default``. ``cp.budgets()`` gives each budgeted tenant's standing;
+    ``cp.charge_budget(tenant, dollars)`` restores what a tenant spent before a restart."""
+    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
     return _core.ControlPlane(
-        plan.clusters, predictor=plan.predictor, routing=plan.routing, autoscaler=plan.autoscaler, lifecycle=lifecycle, spinup_s=spinup_s, time_scale=time_scale, tick_s=tick_s, seed=seed, config=plan.config
+        plan.clusters,
+        predictor=plan.predictor,
+        routing=plan.routing,
+        autoscaler=plan.autoscaler,
+        lifecycle=lifecycle,
+        spinup_s=spinup_s,
+        time_scale=time_scale,
+        tick_s=tick_s,
+        seed=seed,
+        config=plan.config,
+        admission=admission.as_args() if admission is not None else None,
+        budgets=budgets.as_args() if budgets is not None else None,
     )
 
 
@@ -172,9 +195,13 @@ def served_plan(
     routing: str,
     predictor: _core.Predictor | None,
     start_s: float,
+    *,
+    stage_estimates: bool = False,
 ) -> ServedPlan:
     """The clusters, routing, autoscaler and predictor a control plane serves: given one by one,
-    or by an execution configuration placed ``start_s`` into the day (``ExecutionConfig.from_time``)."""
+    or by an execution configuration placed ``start_s`` into the day (``ExecutionConfig.from_time``).
+    ``stage_estimates``: admission or budgets read the predictor's Stage estimates, so it is
+    loaded whatever the routing."""
     if config is None and start_s:
         raise ValueError("start_s places an execution configuration's schedule in the day: give it with config=")
     if config is not None:
@@ -185,4 +212,4 @@ def served_plan(
         return ServedPlan(cfg.initial_clusters, cfg.routing, None, predictor_for(True, predictor), cfg.to_json())
     if clusters is None:
         raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
-    return ServedPlan([int(c) for c in clusters], routing, as_spec(autoscaler), predictor_for(routing in NEEDS_PREDICTOR, predictor), None)
+    return ServedPlan([int(c) for c in clusters], routing, as_spec(autoscaler), predictor_for(routing in NEEDS_PREDICTOR or stage_estimates, predictor), None)

@@ -366,12 +366,10 @@ def serve(
     :class:`QueryRejectedError` (``reason``: ``infeasible-deadline``, ``capacity`` or
     ``budget``), and the query ends in the log and the totals as ``rejected``, a violation that
     took no cluster."""
-    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s)
-    # Admission and budgets read the predictor's Stage estimates, whatever the routing.
-    model = plan.predictor if plan.predictor is not None or (admission is None and budgets is None) else predictor_for(True, predictor)
+    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
     return _core.Service(
         plan.clusters,
-        predictor=model,
+        predictor=plan.predictor,
         routing=plan.routing,
         autoscaler=plan.autoscaler,
         config=plan.config,

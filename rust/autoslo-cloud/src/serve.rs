@@ -365,15 +365,14 @@ impl Service {
             // Logged and counted under the names a query log without them gets.
             let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
             // Budget windows count on Unix time: a day's window is a UTC day.
-            let charged = match self.cp.admit(query_id, text, tenant, slo, self.started_unix + at)? {
-                Ok(dollars) => dollars,
+            let (c, charged) = match self.cp.route_admitted(query_id, text, tenant, slo, self.started_unix + at)? {
+                Ok(routed) => routed,
                 Err(reason) => {
                     let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged: 0.0 };
                     b.finish(query_id, open, at, Outcome::Rejected(reason), None);
                     return Err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() });
                 }
             };
-            let c = self.cp.route(query_id, text, slo)?;
             b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged });
             b.totals_of(tenant, class).routed += 1;
             c

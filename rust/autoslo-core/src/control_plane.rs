@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::autoscaler::Decision;
 use crate::catalog::QueryText;
@@ -27,7 +27,8 @@ use crate::live::LiveRouter;
 use crate::rng::Rng;
 use crate::tenancy::{AdmissionDecision, BudgetStatus, NamedAdmission, SloPolicy};
 use crate::tuner::ExecutionConfig;
-use crate::workload::Query;
+use crate::trace::RejectReason;
+use crate::workload::{Query, DEFAULT_TENANT};
 
 /// Creates and deletes clusters. In-process here ([`InProcessManager`]); the cloud side adds
 /// Redshift Serverless workgroups behind the same interface.
@@ -136,6 +137,8 @@ pub struct ControlPlane {
     slo_policy: std::sync::RwLock<Option<SloPolicy>>,
     /// Admission at the router boundary ([`ControlPlane::admit`]), if any.
     admission: Mutex<Option<NamedAdmission>>,
+    /// Unix time (s) at the start, where [`ControlPlane::unix_clock`] counts from.
+    started_unix: f64,
 }
 
 impl ControlPlane {
@@ -188,12 +191,20 @@ impl ControlPlane {
                 }
             })
             .map_err(|e| AutoSloError::InvalidConfig(format!("cannot start the autoscaler thread: {e}")))?;
-        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None), admission: Mutex::new(None) })
+        let started_unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None), admission: Mutex::new(None), started_unix })
     }
 
     /// The control plane's clock (s).
     pub fn now(&self) -> f64 {
         self.shared.now()
+    }
+
+    /// Unix time at the start plus the control plane's clock (s): the clock budget windows count
+    /// on live, so a day's window is a UTC day (with a time scale above 1 it runs ahead of the
+    /// wall clock, as the control plane's own does).
+    pub fn unix_clock(&self) -> f64 {
+        self.started_unix + self.now()
     }
 
     /// Hold the queries routed with [`ControlPlane::route_by_policy`] to `policy` (validated).
@@ -244,6 +255,20 @@ impl ControlPlane {
             r.infos().to_vec()
         };
         Ok(a.decide(budget_clock, query_id, text, tenant, slo, &infos))
+    }
+
+    /// Admit, then route, query `query_id` of `tenant` arriving now with `text` and `slo` (already
+    /// resolved, [`ControlPlane::slo_of`]): by the admission in force, its budget windows counting
+    /// on `budget_clock` ([`ControlPlane::admit`]). Admitted, its cluster and the dollars charged
+    /// to its tenant's budget; rejected, why, and it is not routed. A query without a tenant
+    /// (`""`) is held to the budget of [`DEFAULT_TENANT`], the name a query log without tenants
+    /// gives it.
+    pub fn route_admitted(&self, query_id: u64, text: QueryText, tenant: &str, slo: f64, budget_clock: f64) -> Result<std::result::Result<(ClusterId, f64), RejectReason>> {
+        let tenant = if tenant.is_empty() { DEFAULT_TENANT } else { tenant };
+        match self.admit(query_id, text, tenant, slo, budget_clock)? {
+            Ok(charged) => Ok(Ok((self.route(query_id, text, slo)?, charged))),
+            Err(reason) => Ok(Err(reason)),
+        }
     }
 
     /// Hold the queries routed from now on to `policy` (validated; on error the policy in force

@@ -1,5 +1,6 @@
 //! Bindings of the Query Router as a live object and of the Workload Simulator. Conversions only.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use autoslo_core::billing::BillingPolicy;
@@ -9,9 +10,12 @@ use autoslo_core::control_plane::{ControlPlane, InProcessManager};
 use autoslo_core::live::LiveRouter;
 use autoslo_core::router;
 use autoslo_core::simulator::{self, SimulatorConfig};
+use autoslo_core::tenancy::NamedAdmission;
+use autoslo_cloud::error::CloudError;
 use pyo3::prelude::*;
 use pyo3_arrow::PyTable;
 
+use crate::cloud::cloud_err;
 use crate::predictor::PyPredictor;
 use crate::{convert, err, workload_in, AutoSloCoreError};
 
@@ -153,7 +157,7 @@ fn autoscaler_spec(a: Option<Bound<'_, PyAny>>) -> PyResult<Option<Bound<'_, pyo
 #[pymethods]
 impl PyControlPlane {
     #[new]
-    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, time_scale=1.0, tick_s=10.0, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, config=None))]
+    #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, time_scale=1.0, tick_s=10.0, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, config=None, admission=None, budgets=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         clusters: Vec<u32>,
@@ -170,26 +174,54 @@ impl PyControlPlane {
         billing_minimum_s: f64,
         slo_headroom: f64,
         config: Option<&str>,
+        admission: Option<(f64, Option<u32>)>,
+        budgets: Option<(HashMap<String, f64>, f64)>,
     ) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
+        let admission = match (&predictor, admission.is_some() || budgets.is_some()) {
+            (_, false) => None,
+            (None, true) => return Err(AutoSloCoreError::new_err("admission and budgets need a latency predictor (its Stage estimates)")),
+            (Some(p), true) => NamedAdmission::new(&p.get().inner, billing, admission, budgets).map_err(err)?,
+        };
         let r = crate::scaling::live_router(routing, predictor.as_ref(), billing, seed, slo_headroom)?;
         let lifecycle = crate::lifecycle_of(lifecycle, spinup_s, teardown_s)?;
         // The selector's δ: the fixed delay, or the given one for measured timings.
         let scaler = crate::scaling::scaler(autoscaler_spec(autoscaler)?, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
         let policy = crate::slo_policy_of(config)?;
-        Ok(Self { inner: ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)?, spinup_s })
+        let inner = ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)?;
+        inner.set_admission(admission).map_err(err)?;
+        Ok(Self { inner, spinup_s })
     }
 
     /// Route a query arriving now; returns its cluster id. Its SLO is the deadline the
     /// configuration's `slo_policy` sets for it (by `tenant`, `workload_class` and template),
-    /// else `slo`.
+    /// else `slo`. Refused at admission: `QueryRejectedError` (its `reason`), and not routed.
     #[pyo3(signature = (query_id, template, instance, slo=None, *, tenant=None, workload_class=None))]
     #[allow(clippy::too_many_arguments)]
     fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<ClusterId> {
         let text = QueryText { template, instance };
         let (tenant, class) = (tenant.unwrap_or(""), workload_class.unwrap_or(""));
-        py.detach(|| self.inner.route_by_policy(query_id, text, tenant, class, slo)).map_err(err)
+        let routed = py
+            .detach(|| {
+                let slo = self.inner.slo_of(tenant, class, text, slo)?;
+                self.inner.route_admitted(query_id, text, tenant, slo, self.inner.unix_clock())
+            })
+            .map_err(err)?;
+        routed.map(|(c, _)| c).map_err(|reason| cloud_err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() }))
+    }
+
+    /// Each budgeted tenant's standing in the current window, as dicts (tenant, budget, spent:
+    /// the estimated dollars admission charged, window_start: Unix time); empty without budgets.
+    fn budgets<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
+        convert::budget_dicts(py, self.inner.budgets(self.inner.unix_clock()).map_err(err)?)
+    }
+
+    /// Charge `dollars` to `tenant`'s current budget window, as if its queries had been
+    /// admitted (a restarted control plane restores what its tenants spent). Nothing without
+    /// budgets.
+    fn charge_budget(&self, tenant: &str, dollars: f64) -> PyResult<()> {
+        self.inner.charge_budget(tenant, self.inner.unix_clock(), dollars).map_err(err)
     }
 
     /// A routed query finished (or timed out) now.
