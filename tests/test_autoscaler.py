@@ -195,11 +195,12 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     cp = autoslo.control_plane([8], "noop", routing="round-robin", admission=DeadlineAdmission(), budgets=budgets)
     with pytest.raises(autoslo.QueryRejectedError, match="infeasible-deadline") as e:
         cp.route(1, 3, 1, est / 10, tenant="beta")
-    assert e.value.reason == "infeasible-deadline"
+    assert (e.value.reason, e.value.retry_after_s) == ("infeasible-deadline", None)
     assert [cp.route(q, 3, 1, 60.0, tenant="acme") for q in (2, 3)] == [0, 0]
     with pytest.raises(autoslo.QueryRejectedError, match="budget") as e:
         cp.route(4, 3, 1, 60.0, tenant="acme")
     assert e.value.reason == "budget"
+    assert e.value.retry_after_s == pytest.approx(86_400 - time.time() % 86_400, abs=60), "its budget comes back at the next UTC midnight"
     assert cp.route(5, 3, 1, 60.0, tenant="beta") == 0, "beta has no budget"
     assert cp.route(6, 3, 1, 60.0) == 0
     with pytest.raises(autoslo.QueryRejectedError, match="budget"):

@@ -752,7 +752,7 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
                 svc.route(q, 3, 1, 60.0, tenant="acme")
             with pytest.raises(QueryRejectedError) as e:
                 svc.route(4, 3, 1, 60.0, tenant="acme")
-            assert e.value.reason == "budget"
+            assert e.value.reason == "budget" and e.value.retry_after_s == pytest.approx(86_400 - time.time() % 86_400, abs=60)
             svc.route(5, 3, 1, 60.0, tenant="beta")
             assert [c["running"] for c in svc.clusters()] == [3], "a rejected query takes no cluster"
             for q in (2, 3, 5):
@@ -761,8 +761,15 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
             threading.Thread(target=server.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{server.server_address[1]}/route"
             assert call(url, {"query_id": 6, "template": 3, "instance": 1, "slo": est / 10})[0] == 422
-            status, answer = call(url, {"query_id": 7, "template": 3, "instance": 1, "slo": 60.0, "tenant": "acme"})
-            assert (status, answer["rejected"]) == (429, "budget"), answer
+            req = urllib.request.Request(url, data=json.dumps({"query_id": 7, "template": 3, "instance": 1, "slo": 60.0, "tenant": "acme"}).encode())
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(req, timeout=30)
+            answer = json.loads(refused.value.read())
+            assert (refused.value.code, answer["rejected"]) == (429, "budget"), answer
+            # The budget clears at the next UTC midnight: Retry-After says when, in whole seconds.
+            to_midnight = 86_400 - time.time() % 86_400
+            assert answer["retry_after_s"] == pytest.approx(to_midnight, abs=60)
+            assert int(refused.value.headers["Retry-After"]) == pytest.approx(to_midnight, abs=60)
             # Each budgeted tenant's standing, in /stats and /metrics: acme spent two queries' worth.
             standing = call(url.replace("/route", "/stats"))[1]["budgets"]
             assert [(b["tenant"], b["budget"]) for b in standing] == [("acme", pytest.approx(2.5 * per_query))] and standing == svc.budgets()

@@ -602,6 +602,9 @@ class QueryRejectedError(AutoSloCoreError):
 
     reason: str
     """``infeasible-deadline``, ``capacity`` or ``budget``."""
+    retry_after_s: float | None
+    """Refused for its tenant's budget: the seconds until the budget window ends, when the same
+    query may be admitted again; ``None`` for the other reasons."""
 
 @final
 class LocalEndpoint:

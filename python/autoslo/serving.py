@@ -26,7 +26,8 @@ A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is 
 ``{"error": "<why>"}``; a query that cannot be placed (its cluster lost or never available, or
 the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
 answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 429 for
-``budget``, 503 for ``capacity``.
+``budget`` (with ``Retry-After`` and ``retry_after_s``: the seconds until the tenant's budget
+window ends), 503 for ``capacity``.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ import datetime as dt
 import fcntl
 import hmac
 import json
+import math
 import os
 import re
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -386,9 +389,11 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, t
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             pass
 
-        def _answer(self, status: int, payload: Any) -> None:
+        def _answer(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -460,9 +465,14 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, t
                     self._answer(200, {})
             except _core.QueryRejectedError as e:
                 # Refused at admission: the same query would be again (422), a budget clears
-                # with the next window (429), capacity may come (503).
+                # with the next window (429, with Retry-After), capacity may come (503).
                 status = {"infeasible-deadline": 422, "budget": 429}.get(e.reason, 503)
-                self._answer(status, {"error": str(e), "rejected": e.reason})
+                answer: dict[str, Any] = {"error": str(e), "rejected": e.reason}
+                retry = {}
+                if e.retry_after_s is not None:
+                    answer["retry_after_s"] = e.retry_after_s
+                    retry["Retry-After"] = str(max(1, math.ceil(e.retry_after_s)))
+                self._answer(status, answer, retry)
             except (ValueError, OverflowError) as e:
                 self._answer(400, {"error": str(e)})
             except _core.AutoSloCoreError as e:

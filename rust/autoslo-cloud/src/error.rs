@@ -52,10 +52,14 @@ pub enum CloudError {
     /// Refused at admission, before any work: `reason` is the stable name (`infeasible-deadline`,
     /// `capacity`, `budget`).
     #[error("query {query_id} rejected at admission ({reason}): {why}")]
-    Rejected { query_id: u64, reason: &'static str, why: &'static str },
+    Rejected { query_id: u64, reason: &'static str, why: &'static str, retry_after_s: Option<f64> },
 }
 
 impl CloudError {
+    /// Query `query_id` refused at admission ([`autoslo_core::control_plane::Rejection`]).
+    pub fn rejected(query_id: u64, r: autoslo_core::control_plane::Rejection) -> Self {
+        Self::Rejected { query_id, reason: r.reason.name(), why: r.reason.describe(), retry_after_s: r.retry_after_s }
+    }
     pub(crate) fn out_of_range(what: impl Into<String>, expected: impl Into<String>, got: impl ToString) -> Self {
         Self::OutOfRange { what: what.into(), expected: expected.into(), got: got.to_string() }
     }

@@ -367,10 +367,10 @@ impl Service {
             // Budget windows count on Unix time: a day's window is a UTC day.
             let (c, charged) = match self.cp.route_admitted(query_id, text, tenant, slo, self.started_unix + at)? {
                 Ok(routed) => routed,
-                Err(reason) => {
+                Err(rejection) => {
                     let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged: 0.0 };
-                    b.finish(query_id, open, at, Outcome::Rejected(reason), None);
-                    return Err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() });
+                    b.finish(query_id, open, at, Outcome::Rejected(rejection.reason), None);
+                    return Err(CloudError::rejected(query_id, rejection));
                 }
             };
             b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged });

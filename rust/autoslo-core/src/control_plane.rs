@@ -128,6 +128,15 @@ impl Shared {
     }
 }
 
+/// A query refused at admission ([`ControlPlane::route_admitted`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rejection {
+    pub reason: RejectReason,
+    /// Refused for its tenant's budget: the wall-clock seconds until the budget window ends,
+    /// after which the same query may be admitted (an HTTP `Retry-After`). `None` otherwise.
+    pub retry_after_s: Option<f64>,
+}
+
 /// Router + Autoscaler over a cluster manager, thread-safe.
 pub struct ControlPlane {
     shared: Arc<Shared>,
@@ -263,11 +272,17 @@ impl ControlPlane {
     /// to its tenant's budget; rejected, why, and it is not routed. A query without a tenant
     /// (`""`) is held to the budget of [`DEFAULT_TENANT`], the name a query log without tenants
     /// gives it.
-    pub fn route_admitted(&self, query_id: u64, text: QueryText, tenant: &str, slo: f64, budget_clock: f64) -> Result<std::result::Result<(ClusterId, f64), RejectReason>> {
+    pub fn route_admitted(&self, query_id: u64, text: QueryText, tenant: &str, slo: f64, budget_clock: f64) -> Result<std::result::Result<(ClusterId, f64), Rejection>> {
         let tenant = if tenant.is_empty() { DEFAULT_TENANT } else { tenant };
         match self.admit(query_id, text, tenant, slo, budget_clock)? {
             Ok(charged) => Ok(Ok((self.route(query_id, text, slo)?, charged))),
-            Err(reason) => Ok(Err(reason)),
+            Err(reason) => {
+                let retry_after_s = match reason {
+                    RejectReason::Budget => self.admission_lock()?.as_ref().and_then(|a| a.budget_window_end(budget_clock)).map(|end| (end - budget_clock).max(0.0) / self.shared.time_scale),
+                    _ => None,
+                };
+                Ok(Err(Rejection { reason, retry_after_s }))
+            }
         }
     }
 
@@ -593,6 +608,14 @@ mod tests {
         assert_eq!(cp.admit(2, text, "acme", 60.0, 10.0), Ok(Ok(per_query)), "charged its estimate");
         assert_eq!(cp.admit(3, text, "acme", 60.0, 20.0), Ok(Ok(per_query)));
         assert_eq!(cp.admit(4, text, "acme", 60.0, 30.0), Ok(Err(RejectReason::Budget)));
+        // Admitted and routed, or refused and not: a budget clears when its window ends.
+        assert_eq!(cp.route_admitted(40, text, "acme", 60.0, 30.0), Ok(Err(Rejection { reason: RejectReason::Budget, retry_after_s: Some(86_370.0) })));
+        assert_eq!(cp.route_admitted(41, text, "beta", est / 10.0, 30.0), Ok(Err(Rejection { reason: RejectReason::InfeasibleDeadline, retry_after_s: None })));
+        assert_eq!(cp.route_admitted(42, text, "beta", 60.0, 30.0), Ok(Ok((0, 0.0))));
+        assert_eq!(cp.route_admitted(43, text, "", 60.0, 30.0), Ok(Ok((0, 0.0))), "no tenant: `default`, unbudgeted here");
+        assert_eq!(cp.clusters().unwrap()[0].2, 2, "the refused queries took no cluster");
+        cp.complete(42, false).unwrap();
+        cp.complete(43, false).unwrap();
         assert_eq!(cp.admit(5, text, "beta", 60.0, 40.0), Ok(Ok(0.0)), "beta has no budget");
         // The next day's window: acme is admitted again.
         assert_eq!(cp.admit(6, text, "acme", 60.0, 86_400.0 + 5.0), Ok(Ok(per_query)));

@@ -26,7 +26,7 @@ pyo3::create_exception!(_core, ResourceConflictError, CloudServiceError, "The re
 pyo3::create_exception!(_core, ThrottledError, CloudServiceError, "Throttled on every attempt, after backoff.");
 pyo3::create_exception!(_core, WaitTimeoutError, CloudServiceError, "A workgroup did not reach the wanted status in time.");
 pyo3::create_exception!(_core, EndpointUnreachableError, CloudServiceError, "Redshift Serverless (or the local endpoint) could not be reached.");
-pyo3::create_exception!(_core, QueryRejectedError, AutoSloCoreError, "A served query refused at admission, before any work; `reason` is `infeasible-deadline`, `capacity` or `budget`.");
+pyo3::create_exception!(_core, QueryRejectedError, AutoSloCoreError, "A served query refused at admission, before any work; `reason` is `infeasible-deadline`, `capacity` or `budget`; `retry_after_s`, for `budget`, the seconds until the tenant's budget window ends (else None).");
 
 pub(crate) fn cloud_err(e: CloudError) -> PyErr {
     let msg = e.to_string();
@@ -38,9 +38,14 @@ pub(crate) fn cloud_err(e: CloudError) -> PyErr {
         CloudError::Transport { .. } => EndpointUnreachableError::new_err(msg),
         CloudError::Validation { .. } | CloudError::Service { .. } => CloudServiceError::new_err(msg),
         CloudError::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(msg),
-        CloudError::Rejected { reason, .. } => {
+        CloudError::Rejected { reason, retry_after_s, .. } => {
             let e = QueryRejectedError::new_err(msg);
-            Python::attach(|py| e.value(py).setattr("reason", reason)).map_or_else(|set| set, |()| e)
+            Python::attach(|py| {
+                let v = e.value(py);
+                v.setattr("reason", reason)?;
+                v.setattr("retry_after_s", retry_after_s)
+            })
+            .map_or_else(|set| set, |()| e)
         }
         CloudError::Core(e) => err(e),
         _ => AutoSloCoreError::new_err(msg),

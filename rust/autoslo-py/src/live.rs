@@ -208,7 +208,7 @@ impl PyControlPlane {
                 self.inner.route_admitted(query_id, text, tenant, slo, self.inner.unix_clock())
             })
             .map_err(err)?;
-        routed.map(|(c, _)| c).map_err(|reason| cloud_err(CloudError::Rejected { query_id, reason: reason.name(), why: reason.describe() }))
+        routed.map(|(c, _)| c).map_err(|rejection| cloud_err(CloudError::rejected(query_id, rejection)))
     }
 
     /// Each budgeted tenant's standing in the current window, as dicts (tenant, budget, spent:

@@ -109,6 +109,11 @@ impl BudgetAdmission {
         self.window(now) as f64 * self.window_s
     }
 
+    /// When the window that holds `now` ends, and the next begins (on the same clock).
+    pub fn window_end(&self, now: f64) -> f64 {
+        (self.window(now) + 1) as f64 * self.window_s
+    }
+
     /// Tenant `t`'s budget per window, if it has one.
     pub fn budget(&self, tenant: u32) -> Option<f64> {
         self.budgets.get(&tenant).copied()
@@ -253,6 +258,15 @@ impl NamedAdmission {
             .collect();
         v.sort_by(|x, y| x.tenant.cmp(&y.tenant));
         v
+    }
+
+    /// When the budget window that holds `now` ends (the budget windows' clock): from then a
+    /// tenant refused for its budget has its budget again. `None` without budgets.
+    pub fn budget_window_end(&self, now: f64) -> Option<f64> {
+        match &self.admission {
+            Named::Budget(b) => Some(b.window_end(now)),
+            Named::Deadline(_) => None,
+        }
     }
 
     /// The admission's name (`deadline`, or `budget` when budgets are enforced).
