@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use autoslo_core::autoscaler::Decision;
 use autoslo_core::billing::BillingPolicy;
@@ -307,8 +307,6 @@ pub struct Service {
     cp: Arc<ControlPlane>,
     watchdog: Option<tokio::task::JoinHandle<()>>,
     books: Arc<Mutex<Books>>,
-    /// The service clock's zero, in seconds since 1970-01-01 UTC.
-    started_unix: f64,
     stopped: bool,
 }
 
@@ -339,9 +337,7 @@ impl Service {
                 }
             })
         };
-        let unix_now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let started_unix = unix_now - cp.now() / settings.time_scale;
-        Ok(Self { rt: Some(rt), fleet, cp, watchdog: Some(watchdog), books, started_unix, stopped: false })
+        Ok(Self { rt: Some(rt), fleet, cp, watchdog: Some(watchdog), books, stopped: false })
     }
 
     fn books(&self) -> std::sync::MutexGuard<'_, Books> {
@@ -365,7 +361,7 @@ impl Service {
             // Logged and counted under the names a query log without them gets.
             let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
             // Budget windows count on Unix time: a day's window is a UTC day.
-            let (c, charged) = match self.cp.route_admitted(query_id, text, tenant, slo, self.started_unix + at)? {
+            let (c, charged) = match self.cp.route_admitted(query_id, text, tenant, slo, self.cp.started_unix() + at)? {
                 Ok(routed) => routed,
                 Err(rejection) => {
                     let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged: 0.0 };
@@ -550,7 +546,7 @@ impl Service {
     /// The service clock's zero, in seconds since 1970-01-01 UTC: a logged query arrived at
     /// `started_unix() + arrival` (with `time_scale` 1, the wall-clock time).
     pub fn started_unix(&self) -> f64 {
-        self.started_unix
+        self.cp.started_unix()
     }
 
     /// Put the queries routed from now on to `admission` before they are routed (`None`: admit
@@ -563,7 +559,7 @@ impl Service {
     /// Each budgeted tenant's budget and estimated spend in the current window (its start in
     /// Unix time); empty without budgets.
     pub fn budgets(&self) -> Result<Vec<autoslo_core::tenancy::BudgetStatus>> {
-        Ok(self.cp.budgets(self.started_unix + self.cp.now())?)
+        Ok(self.cp.budgets(self.cp.unix_clock())?)
     }
 
     /// Charge `dollars` to `tenant`'s current budget window, as if its queries had been
@@ -572,7 +568,7 @@ impl Service {
     pub fn charge_budget(&self, tenant: &str, dollars: f64) -> Result<()> {
         // Under the books' lock, as routes are, on the clock their budget windows count on.
         let _b = self.books();
-        Ok(self.cp.charge_budget(tenant, self.started_unix + self.cp.now(), dollars)?)
+        Ok(self.cp.charge_budget(tenant, self.cp.unix_clock(), dollars)?)
     }
 
     /// The control plane's log: spinups, teardowns, failures, skipped decisions.

@@ -209,6 +209,11 @@ impl ControlPlane {
         self.shared.now()
     }
 
+    /// Unix time (s) when the control plane started: its clock's zero.
+    pub fn started_unix(&self) -> f64 {
+        self.started_unix
+    }
+
     /// Unix time at the start plus the control plane's clock (s): the clock budget windows count
     /// on live, so a day's window is a UTC day (with a time scale above 1 it runs ahead of the
     /// wall clock, as the control plane's own does).
