@@ -109,6 +109,10 @@ def test_a_query_log_in_csv_with_timestamps_reads_as_the_workload_it_logs(tmp_pa
     pcsv.write_csv(pa.table({"arrival": ["2024-05-01T09:00:00", "noon"], "template": [1, 2], "instance": [1, 1]}), tmp_path / "bad.csv")
     with pytest.raises(autoslo.AutoSloCoreError, match=r"workload row 1, column `arrival`: 'noon' is not an ISO 8601 time"):
         autoslo.read_workload(tmp_path / "bad.csv", kappa=2.0)
+    # Seconds with one typo: the CSV reader keeps the column as text; the error names the typo.
+    (tmp_path / "typo.csv").write_text("arrival,template,instance\n0.5,1,1\n1.5,2,1\n2..5,3,1\n")
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"workload row 2, column `arrival`: '2\.\.5' is not a number of seconds"):
+        autoslo.read_workload(tmp_path / "typo.csv", kappa=2.0)
     with pytest.raises(FileNotFoundError, match="no CSV file at"):
         autoslo.read_workload(tmp_path / "missing.csv")
 

@@ -175,15 +175,31 @@ def _parse_timestamps(col: pa.ChunkedArray | pa.Array, what: str) -> pa.ChunkedA
     whole = read(col)
     if whole is not None:
         return whole
+    texts = col.to_pylist()
     out = []
-    for row, text in enumerate(col.to_pylist()):
+    for row, text in enumerate(texts):
         one = read(pa.array([text], pa.string()))
         if one is None:
+            if _is_number(text):
+                # Seconds with a typo somewhere make the CSV reader keep the column as text: name
+                # the row that is not a number, not the first row that is one.
+                bad = next((r for r, t in enumerate(texts) if t is not None and not _is_number(t)), None)
+                if bad is None:
+                    raise _core.AutoSloCoreError(f"{what}, column `arrival`: seconds stored as text; store them as numbers")
+                raise _core.AutoSloCoreError(f"{what} row {bad}, column `arrival`: {texts[bad]!r} is not a number of seconds (row {row} is one)")
             raise _core.AutoSloCoreError(
                 f"{what} row {row}, column `arrival`: {text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)"
             )
         out.append(one[0].as_py())
     return pa.chunked_array([pa.array(out, pa.timestamp("us"))])
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def slo_feasibility(workload: pa.Table, sizes: Sequence[int]) -> pa.Table:
