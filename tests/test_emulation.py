@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow.compute as pc
 import pytest
 from hypothesis import example, given, settings
@@ -136,6 +137,16 @@ def test_sizes_no_redshift_serverless_workgroup_can_have_are_refused_everywhere(
     with pytest.raises(autoslo.AutoSloCoreError, match=f"a router's clusters\\[1\\] {bad}.*got 2"):
         autoslo.Router("round-robin", [16, 2])
     assert autoslo.emulate(wl, [4, 24, 1024]).summary()["queries"] == 30
+    # A size is a whole number: never truncated, and a string is not a list of digits.
+    with pytest.raises(TypeError, match=r"clusters\[0\] must be a whole number of RPU, got 8.5"):
+        autoslo.emulate(wl, [8.5])
+    with pytest.raises(TypeError, match="clusters is a list of cluster sizes in RPU, such as \\[32, 16\\]; got '16'"):
+        autoslo.emulate(wl, "16")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"AutoscalerConfig.sizes\[1\] must be a whole number of RPU, got True"):
+        autoslo.AutoscalerConfig(sizes=(16, True))
+    with pytest.raises(TypeError, match=r"clusters\[0\] must be a whole number of RPU"):
+        autoslo.control_plane([16.0], "autoslo")  # type: ignore[list-item]
+    assert autoslo.emulate(wl, np.array([16, 8])).summary()["queries"] == 30  # NumPy integers are whole numbers
 
 
 def test_the_tables_of_two_runs_concatenate() -> None:

@@ -1,11 +1,13 @@
 """Argument types shared by the ``autoslo`` subcommands: each parses one value or refuses it with
-a message naming what was expected, before the command does any work."""
+a message naming what was expected, before the command does any work. :func:`size_list` does the
+same for cluster sizes given to the Python API."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Iterable
 
 from autoslo import _core
 
@@ -25,6 +27,20 @@ def sizes(text: str) -> list[int]:
     bad = [s for s in out if not _core.is_base_capacity(s)]
     if bad:
         raise argparse.ArgumentTypeError(f"cluster sizes must each be {_core.BASE_CAPACITIES}, got {', '.join(map(str, bad))} in {text!r}")
+    return out
+
+
+def size_list(values: Iterable[object], what: str = "clusters") -> list[int]:
+    """Cluster sizes given to the Python API, as a list of ints (Python or NumPy integers). A
+    string, a lone number, a bool or a float is refused with a message naming ``what`` and the
+    entry, never truncated; whether each is a base capacity the core checks where it uses it."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{what} is a list of cluster sizes in RPU, such as [32, 16]; got {values!r}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{what}[{i}] must be a whole number of RPU, got {v!r}")
+        out.append(int(v))
     return out
 
 

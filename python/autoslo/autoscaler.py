@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from os import PathLike
 
 from autoslo import _core
+from autoslo.argtypes import size_list
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.tenancy import Budgets, DeadlineAdmission
 from autoslo.tuner import ExecutionConfig
@@ -97,6 +98,7 @@ class AutoscalerConfig:
     selector_spinup_on_tie: bool | None = None
 
     def __post_init__(self) -> None:
+        size_list(self.sizes, "AutoscalerConfig.sizes")
         if self.policy not in _core.SCALING_POLICIES:
             raise ValueError(f"unknown scaling policy {self.policy!r}; known: {', '.join(_core.SCALING_POLICIES)}")
         for name, used_by in _POLICY_SETTINGS.items():
@@ -106,7 +108,7 @@ class AutoscalerConfig:
     def spec(self) -> dict[str, object]:
         """The settings as the core takes them."""
         d = asdict(self)
-        d["sizes"] = [int(s) for s in self.sizes]
+        d["sizes"] = size_list(self.sizes, "AutoscalerConfig.sizes")
         return {k: v for k, v in d.items() if v is not None}
 
 
@@ -212,4 +214,4 @@ def served_plan(
         return ServedPlan(cfg.initial_clusters, cfg.routing, None, predictor_for(True, predictor), cfg.to_json())
     if clusters is None:
         raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
-    return ServedPlan([int(c) for c in clusters], routing, as_spec(autoscaler), predictor_for(routing in NEEDS_PREDICTOR or stage_estimates, predictor), None)
+    return ServedPlan(size_list(clusters), routing, as_spec(autoscaler), predictor_for(routing in NEEDS_PREDICTOR or stage_estimates, predictor), None)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
+from autoslo.argtypes import size_list
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.progress import progress_bar
@@ -336,7 +337,7 @@ def _with_config(
     if config is None:
         if clusters is None:
             raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
-        return [int(c) for c in clusters], routing, None
+        return size_list(clusters), routing, None
     if clusters is not None or autoscaler is not None or schedule:
         raise ValueError("an execution configuration sets the clusters, the autoscaler and the schedule: give config= alone")
     cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
