@@ -43,6 +43,12 @@ def test_redbench_is_multi_tenant_and_seeded() -> None:
     dash = pc.filter(wl["slo"], pc.equal(wl["class"], "dashboard"))
     assert set(dash.to_pylist()) == {10.0}
     assert autoslo.redbench_workload(days=2, seed=5, queries_per_day=3000, tenants=3, class_slo_s={"dashboard": 10.0}).equals(wl)
+    # A seed out of range says what a seed is, wherever it is given.
+    for bad in (-1, 2**64):
+        with pytest.raises(ValueError, match=f"a seed is a whole number from 0 to 2\\*\\*64 - 1, got {bad}"):
+            autoslo.redbench_workload(days=1, seed=bad)
+    with pytest.raises(ValueError, match="a seed is a whole number"):
+        autoslo.emulate(wl.slice(0, 5), [16], seed=-1)
 
 
 def _table(**cols: list) -> pa.Table:

@@ -77,7 +77,7 @@ impl PyLocalEndpoint {
 impl PyLocalEndpoint {
     #[new]
     #[pyo3(signature = (port=0, time_factor=0.01, template=None, root=None, seed=0))]
-    fn new(py: Python<'_>, port: u16, time_factor: f64, template: Option<PathBuf>, root: Option<PathBuf>, seed: u64) -> PyResult<Self> {
+    fn new(py: Python<'_>, port: u16, time_factor: f64, template: Option<PathBuf>, root: Option<PathBuf>, #[pyo3(from_py_with = crate::convert::seed)] seed: u64) -> PyResult<Self> {
         let opts = EndpointOptions { port, time_factor, template, root, seed, ..Default::default() };
         let ep = py.detach(|| LocalEndpoint::start(opts)).map_err(cloud_err)?;
         Ok(Self { url: ep.url(), inner: Mutex::new(Some(ep)) })
@@ -245,7 +245,7 @@ pub fn live(
     db_user: &str,
     db_name: &str,
     db_password: Option<String>,
-    seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     price_per_rpu_hour: f64,
     billing_minimum_s: f64,
     slo_headroom: f64,

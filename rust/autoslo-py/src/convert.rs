@@ -18,6 +18,13 @@ use crate::AutoSloCoreError;
 
 /// A table of `columns`. Every field is declared nullable, whether or not this run has a null in
 /// it, so that every run's table has the same schema (tables of two runs concatenate).
+/// A seed argument (`from_py_with`): a whole number from 0 to 2**64 − 1. A negative or too
+/// large int is a `ValueError` saying so, where pyo3's own `OverflowError` says only "can't
+/// convert negative int to unsigned".
+pub fn seed(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    obj.extract::<u64>().map_err(|e| if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) { pyo3::exceptions::PyValueError::new_err(format!("a seed is a whole number from 0 to 2**64 - 1, got {obj}")) } else { e })
+}
+
 fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<PyTable> {
     let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
     let schema = Arc::new(Schema::new(fields));

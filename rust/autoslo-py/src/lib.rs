@@ -100,7 +100,7 @@ fn canopy_report() -> PyResult<String> {
 /// JSON.
 #[pyfunction]
 #[pyo3(signature = (seed=0))]
-fn mercury_report(py: Python<'_>, seed: u64) -> PyResult<String> {
+fn mercury_report(py: Python<'_>, #[pyo3(from_py_with = crate::convert::seed)] seed: u64) -> PyResult<String> {
     let r = py.detach(|| autoslo_core::placement::mercury(seed)).map_err(err)?;
     serde_json::to_string(&r).map_err(|e| AutoSloCoreError::new_err(e.to_string()))
 }
@@ -131,7 +131,7 @@ fn slo_for(template: u16, workload_class: &str, kappa: f64, baseline: Option<BTr
 /// The paper's BaseWorkload(λ).
 #[pyfunction]
 #[pyo3(signature = (rate, seed=0, kappa=2.0, baseline=None, class_kappa=None, class_slo_s=None))]
-fn base_workload(py: Python<'_>, rate: f64, seed: u64, kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Py<PyAny>> {
+fn base_workload(py: Python<'_>, rate: f64, #[pyo3(from_py_with = crate::convert::seed)] seed: u64, kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<Py<PyAny>> {
     let slo = slo_table(kappa, baseline, class_kappa, class_slo_s)?;
     workload_out(py, &workload::base_workload(rate, seed, &slo).map_err(err)?)
 }
@@ -139,7 +139,7 @@ fn base_workload(py: Python<'_>, rate: f64, seed: u64, kappa: f64, baseline: Opt
 /// A phased BaseWorkload: x queries at rate_low alternating with 10 at rate_high.
 #[pyfunction]
 #[pyo3(signature = (x, rate_low, rate_high, seed=0, kappa=2.0))]
-fn phased_workload(py: Python<'_>, x: usize, rate_low: f64, rate_high: f64, seed: u64, kappa: f64) -> PyResult<Py<PyAny>> {
+fn phased_workload(py: Python<'_>, x: usize, rate_low: f64, rate_high: f64, #[pyo3(from_py_with = crate::convert::seed)] seed: u64, kappa: f64) -> PyResult<Py<PyAny>> {
     let slo = SloTable::paper(kappa).map_err(err)?;
     workload_out(py, &workload::phased_workload(x, rate_low, rate_high, seed, &slo).map_err(err)?)
 }
@@ -151,7 +151,7 @@ fn phased_workload(py: Python<'_>, x: usize, rate_low: f64, rate_high: f64, seed
 fn redbench_workload(
     py: Python<'_>,
     days: u32,
-    seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     queries_per_day: f64,
     tenants: u32,
     start_weekday: u32,
@@ -205,7 +205,7 @@ fn emulate(
     py: Python<'_>,
     workload: PyTable,
     clusters: Vec<u32>,
-    seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     routing: &str,
     kappa: Option<f64>,
     timeout_s: Option<f64>,
@@ -464,7 +464,7 @@ pub(crate) fn progress_reporter<'a>(progress: &'a Option<Py<PyAny>>, raised: &'a
 /// `isolated`, `noise`, the tolerances and `passed`.
 #[pyfunction]
 #[pyo3(signature = (seed=0, seeds=10, isolated_replications=20))]
-fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize) -> PyResult<Py<PyDict>> {
+fn calibrate(py: Python<'_>, #[pyo3(from_py_with = crate::convert::seed)] seed: u64, seeds: u64, isolated_replications: usize) -> PyResult<Py<PyDict>> {
     let cfg = EmulatorConfig::default();
     let r = py.detach(|| calibration::calibrate(&cfg, seed, seeds, isolated_replications)).map_err(err)?;
     let d = PyDict::new(py);
@@ -521,7 +521,7 @@ fn calibrate(py: Python<'_>, seed: u64, seeds: u64, isolated_replications: usize
 /// text (what `python/autoslo/data/interference.csv` ships) and per-size losses.
 #[pyfunction]
 #[pyo3(signature = (seeds=30, random_candidates=500, budget=2000, search_seed=1, progress=None))]
-fn calibrate_fit(py: Python<'_>, seeds: u64, random_candidates: usize, budget: usize, search_seed: u64, progress: Option<Py<PyAny>>) -> PyResult<(String, Vec<(u32, f64, usize)>)> {
+fn calibrate_fit(py: Python<'_>, seeds: u64, random_candidates: usize, budget: usize, #[pyo3(from_py_with = crate::convert::seed)] search_seed: u64, progress: Option<Py<PyAny>>) -> PyResult<(String, Vec<(u32, f64, usize)>)> {
     let cfg = EmulatorConfig::default();
     let opts = calibration::FitOptions { seeds, random_candidates, budget, search_seed };
     let raised = Raised::default();

@@ -39,7 +39,7 @@ impl PyRouter {
     #[new]
     #[pyo3(signature = (policy, clusters, predictor=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, search="auto"))]
     #[allow(clippy::too_many_arguments)]
-    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64, search: &str) -> PyResult<Self> {
+    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, #[pyo3(from_py_with = crate::convert::seed)] seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64, search: &str) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
         let opts = router::RouterOptions { billing, seed, slo_headroom, search: router::Search::from_name(search).map_err(err)? };
         let r = router::router_by_name(policy, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
@@ -98,7 +98,7 @@ pub fn simulate(
     clusters: Vec<u32>,
     predictor: Bound<'_, PyPredictor>,
     routing: &str,
-    seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     timeout_s: Option<f64>,
     spinup_s: f64,
     teardown_s: f64,
@@ -169,7 +169,7 @@ impl PyControlPlane {
         teardown_s: f64,
         time_scale: f64,
         tick_s: f64,
-        seed: u64,
+        #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
         price_per_rpu_hour: f64,
         billing_minimum_s: f64,
         slo_headroom: f64,

@@ -86,7 +86,7 @@ pub fn predictor_dataset<'py>(
     size_features: bool,
     after_chronological: bool,
     censored_prob: f64,
-    seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     keep_timeouts: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let rows = trace_rows(trace)?;
@@ -167,7 +167,7 @@ impl PyPredictor {
 
     /// Re-verify native against libtorch on `n` probe samples; returns the largest |difference|.
     #[pyo3(signature = (n=64, seed=1))]
-    fn verify(&self, py: Python<'_>, n: usize, seed: u64) -> PyResult<f32> {
+    fn verify(&self, py: Python<'_>, n: usize, #[pyo3(from_py_with = crate::convert::seed)] seed: u64) -> PyResult<f32> {
         py.detach(|| self.inner.verify(n, seed)).map_err(err)
     }
 

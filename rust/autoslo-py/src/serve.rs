@@ -56,7 +56,7 @@ impl PyService {
         spinup_s: f64,
         keep_clusters: bool,
         keep_leftovers: bool,
-        seed: u64,
+        #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
         price_per_rpu_hour: f64,
         billing_minimum_s: f64,
         slo_headroom: f64,

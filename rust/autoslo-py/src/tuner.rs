@@ -216,7 +216,7 @@ pub fn simulate_pairs(
     cold_start_factor: Option<f64>,
     cold_start_duration_s: f64,
     noise_sigma: Option<f64>,
-    noise_seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] noise_seed: u64,
     class_scale: Option<BTreeMap<String, f64>>,
 ) -> PyResult<Py<PyAny>> {
     if jobs.len() != pairs.len() {
@@ -270,7 +270,7 @@ pub fn forecast(
     decay: f64,
     forecasts: usize,
     training_share: f64,
-    seed: u64,
+    #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     arrival_model: &str,
 ) -> PyResult<(Vec<Py<PyAny>>, Vec<Py<PyAny>>, String, Vec<i32>)> {
     let h = crate::convert::history_in(counts, arrivals, days)?;
