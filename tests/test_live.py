@@ -412,6 +412,8 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
                 ({"query_id": 1, "template": 3, "instance": 1, "slo": 9}, "already routed"),
                 ({"query_id": "x", "template": 3, "instance": 1}, "field `query_id` must be int"),
                 ({"query_id": 4, "template": 3, "instance": 1, "slo": 9, "tennant": "a"}, "unknown field(s) tennant"),
+                # Round robin never reads the text; a query the log could not name is refused anyway.
+                ({"query_id": 4, "template": 0, "instance": 1, "slo": 9}, "unknown query template 0"),
             ]:
                 status, answer = call(f"{url}/route", body)
                 assert status == 400 and message in answer["error"], (status, answer)

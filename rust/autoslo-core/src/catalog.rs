@@ -47,6 +47,20 @@ pub struct QueryText {
     pub instance: u16,
 }
 
+impl QueryText {
+    /// This text, if it is one the TPC-DS catalog can name: a template from 1 to 99 and an
+    /// instance ≥ 1 (an instance never measured runs as its template's mean).
+    pub fn checked(self) -> Result<Self> {
+        if !(1..=NUM_TEMPLATES).contains(&self.template) {
+            return Err(AutoSloError::UnknownTemplate { template: i64::from(self.template) });
+        }
+        if self.instance == 0 {
+            return Err(AutoSloError::out_of_range("a query's instance", "from 1 to 65535", 0));
+        }
+        Ok(self)
+    }
+}
+
 /// The fitted size-scaling law of one template.
 #[derive(Debug, Clone)]
 struct TemplateLaw {

@@ -74,6 +74,9 @@ impl LiveRouter {
     }
 
     fn route_inner(&mut self, query_id: u64, text: QueryText, arrival: f64, slo: f64, among: Option<&[ClusterId]>) -> Result<(ClusterId, Query)> {
+        // Whatever the policy (round robin never reads it): a query the log, the reservoir and
+        // the predictor could not name later is refused now.
+        let text = text.checked()?;
         if !(slo > 0.0 && slo.is_finite()) {
             return Err(AutoSloError::out_of_range("SLO", "a positive number of seconds", slo));
         }
@@ -230,6 +233,12 @@ mod tests {
         assert!(r.route(1, text(), 2.0, 10.0).is_err(), "a running id is refused");
         assert!(r.route(2, text(), 2.0, 0.0).is_err(), "a non-positive SLO is refused");
         assert!(r.route(2, text(), f64::NAN, 10.0).is_err());
+        // Round robin never reads the text, but a text outside the catalog is refused anyway.
+        for (template, instance, message) in [(0, 1, "unknown query template 0"), (100, 1, "unknown query template 100"), (3, 0, "a query's instance must be from 1 to 65535, got 0")] {
+            let e = r.route(2, QueryText { template, instance }, 2.0, 10.0).err().expect("refused").to_string();
+            assert!(e.starts_with(message), "{e}");
+        }
+        assert_eq!(r.clusters()[0].2, 1, "a refused query is not routed");
         // A cluster starting until t = 100 takes nothing before then.
         let c = r.add_cluster(32, Some(100.0)).unwrap();
         assert_eq!(c, 1);
