@@ -208,7 +208,11 @@ def test_the_demo_verdict_names_the_cheapest_policy_of_today_that_meets_tau() ->
     row = lambda m, v, c: {"method": m, "violation_rate": v, "cost": c}  # noqa: E731
     rows = [row("tuned", 0.05, 80.0), row("untuned", 0.08, 70.0), row("fixed", 0.02, 120.0), row("64 RPU", 0.01, 100.0), row("snowflake", 0.3, 60.0)]
     out = _verdict(rows, 0.1, n_autoslo=3)
-    assert out.splitlines() == ["meet τ = 0.1, cheapest first: untuned $70.00; tuned $80.00; 64 RPU $100.00; fixed $120.00", "tuned: 20.0% less than the cheapest of today's policies that meets τ (64 RPU)"]
+    assert out.splitlines() == [
+        "meet τ = 0.1, cheapest first: untuned $70.00; tuned $80.00; 64 RPU $100.00; fixed $120.00",
+        "tuned against untuned: violation rate 8.0% -> 5.0%, cost $70.00 -> $80.00 (+14.3%)",
+        "tuned: 20.0% less than the cheapest of today's policies that meets τ (64 RPU)",
+    ]
     assert _verdict([row("tuned", 0.2, 80.0), *rows[1:]], 0.1, n_autoslo=3).endswith("tuned misses τ (20.0%)")
     assert _verdict([*rows[:3], row("64 RPU", 0.5, 10.0)], 0.1, n_autoslo=3).endswith("tuned meets τ, and none of today's policies does")
 

@@ -39,11 +39,16 @@ def demo_settings() -> TunerSettings:
 
 
 def _verdict(rows: list[dict[str, Any]], tau: float, n_autoslo: int) -> str:
-    """Which runs met τ, cheapest first, and the tuned configuration against the cheapest of
-    today's policies (the rows after the first ``n_autoslo``) that met it."""
+    """Which runs met τ, cheapest first; the tuned configuration (the first row) against the
+    untuned autoscaler (the second), what the history bought; and against the cheapest of today's
+    policies (the rows after the first ``n_autoslo``) that met τ."""
     meets = sorted((r for r in rows if r["violation_rate"] <= tau), key=lambda r: r["cost"])
     lines = [f"meet τ = {tau:g}, cheapest first: " + ("; ".join(f"{r['method']} ${r['cost']:.2f}" for r in meets) or "none")]
-    tuned = rows[0]
+    tuned, untuned = rows[0], rows[1]
+    lines.append(
+        f"{tuned['method']} against {untuned['method']}: violation rate {untuned['violation_rate']:.1%} -> {tuned['violation_rate']:.1%}, "
+        f"cost ${untuned['cost']:.2f} -> ${tuned['cost']:.2f} ({tuned['cost'] / untuned['cost'] - 1:+.1%})"
+    )
     today = [r for r in meets if r in rows[n_autoslo:]]
     if tuned["violation_rate"] > tau:
         lines.append(f"{tuned['method']} misses τ ({tuned['violation_rate']:.1%})")
