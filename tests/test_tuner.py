@@ -392,6 +392,7 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     day = START + dt.timedelta(days=8)
     r = T.tune(reservoir, day, settings=settings, kappa=2)
     assert r.report["tuned"] and r.report["history_days"] == 8
+    assert r.report["history_age_days"] == 7, r.report["days_used"]  # the same weekday a week before
     assert r.config.provenance["day"] == day.isoformat()
     assert r.config.initial_clusters in ([8], [16])
     assert len(r.report["tuning_candidates"]) >= 2
@@ -448,6 +449,12 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert "simulator latency scale per class" in printed_text
     assert "of the history's queries have an SLO below their runtime alone on 16, 32 RPU (tenant-" in printed_text
     assert "  with 64 RPU eligible too: " in printed_text
+    # A day far past the reservoir is tuned from what it holds, and the command says how old that is.
+    late = day + dt.timedelta(days=70)
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", late.isoformat(), "--out", str(out), "--forecasts", "2", "--settings", str(settings_file)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the newest history the forecasts drew from is " in err and f"days before {late}: the plan reflects that traffic" in err, err
+    assert T.tune(reservoir, late, settings=settings, kappa=2).report["history_age_days"] > T.STALE_HISTORY_DAYS
     # --sizes sets the sizes scheduled spinups and the autoscaler may add.
     assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--sizes", "16,64", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)

@@ -105,7 +105,7 @@ def tune_day(
     result = tune(Reservoir(reservoir, create=False), _day(day), settings=_settings(settings), history_days=history_days, kappa=kappa, backend=backend)
     Path(staging).parent.mkdir(parents=True, exist_ok=True)
     result.config.save(staging)
-    keep = ("tuned", "history_days", "days_used", "forecast_policy", "validation_violation_rate", "validation_cost", "simulations", "backend", "slo_out_of_reach")
+    keep = ("tuned", "history_days", "days_used", "history_age_days", "forecast_policy", "validation_violation_rate", "validation_cost", "simulations", "backend", "slo_out_of_reach")
     report = {"day": _day(day).isoformat(), "staging": str(staging), **{k: result.report[k] for k in keep if k in result.report}}
     with _atomic(Path(f"{staging}.report.json")) as tmp:
         tmp.write_text(json.dumps(report, indent=2, default=str))

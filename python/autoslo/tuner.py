@@ -43,6 +43,9 @@ from autoslo.workloads import epoch_seconds, slo_out_of_reach, validate_workload
 
 EPOCH = dt.date(1970, 1, 1)
 DAY_S = 86_400.0
+#: A tuning whose newest history day is more days than this before the day tuned is reported as
+#: stale (``autoslo tune`` warns): the plan reflects that history, not recent traffic.
+STALE_HISTORY_DAYS = 28
 
 
 def day_number(day: dt.date | str) -> int:
@@ -606,7 +609,10 @@ class TunerSettings:
 
 @dataclass
 class TuneResult:
-    """What :func:`tune` produced: the configuration and how it was chosen."""
+    """What :func:`tune` produced: the configuration and how it was chosen. The report says,
+    among others, ``history_days`` (days of history), ``days_used`` (the days the forecasts drew
+    from) and ``history_age_days`` (days from the newest of them to the day tuned; above
+    :data:`STALE_HISTORY_DAYS`, the plan reflects old traffic, and ``autoslo tune`` warns)."""
 
     config: ExecutionConfig
     report: dict[str, Any]
@@ -665,7 +671,10 @@ def tune(
         close()
     r["history_days"] = len(days)
     r["tuned"] = True
-    r["days_used"] = [day_of(d).isoformat() for d in r["days_used"]]
+    used = [day_of(d) for d in r["days_used"]]
+    r["days_used"] = [d.isoformat() for d in used]
+    # How old the newest history the forecast drew from is (see STALE_HISTORY_DAYS).
+    r["history_age_days"] = day_number(day) - day_number(max(used)) if used else None
     r["slo_out_of_reach"] = history_out_of_reach(counts, settings.eligible_sizes(), kappa, settings.slo_policy)
     return TuneResult(ExecutionConfig(r.pop("config")), r)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from autoslo.bundled import load
 from autoslo.fidelity import simulator_fidelity
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
-from autoslo.tuner import Reservoir, TunerSettings, class_latency_scale, tune
+from autoslo.tuner import STALE_HISTORY_DAYS, Reservoir, TunerSettings, class_latency_scale, tune
 from autoslo.workloads import check_output, read_table
 
 
@@ -106,6 +107,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"no history before {args.day}: wrote the untuned configuration to {args.out}")
         return 0
     print(f"tuned {args.day} from {rep['history_days']} days of history ({rep['forecast_policy']} forecasts from {', '.join(rep['days_used'])})")
+    age = rep.get("history_age_days")
+    if age is not None and age > STALE_HISTORY_DAYS:
+        print(f"warning: the newest history the forecasts drew from is {age} days before {args.day}: the plan reflects that traffic, not recent traffic (add recent query logs with `autoslo reservoir add`)", file=sys.stderr)
     print(f"{rep['training_forecasts']} training + {rep['validation_forecasts']} validation forecasts, {rep['forecast_queries']:.0f} queries each on average; {rep['simulations']} simulations")
     cands = [
         {
