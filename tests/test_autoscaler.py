@@ -206,7 +206,7 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     with pytest.raises(autoslo.QueryRejectedError, match="budget"):
         cp.route(7, 3, 1, 60.0)
     assert [c[2] for c in cp.clusters()] == [4], "rejected queries take no cluster"
-    with pytest.raises(_core.AutoSloCoreError, match="query 4 is not running"):
+    with pytest.raises(_core.AutoSloCoreError, match="query 4 is not routed"):
         cp.complete(4)
     for q in (2, 3, 5, 6):
         cp.complete(q)
@@ -228,3 +228,38 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     plain.charge_budget("acme", 1.0)
     with pytest.raises(_core.AutoSloCoreError, match="margin"):
         autoslo.control_plane([8], "noop", routing="round-robin", admission=DeadlineAdmission(margin=0.5))
+
+
+def test_the_in_process_control_plane_keeps_what_it_served_as_the_service_does(tmp_path) -> None:
+    """``cp.totals()``, ``cp.take_served()`` and ``cp.cost()``: every query counted per tenant ×
+    class (a rejection too), logged once its cost is final, and the logged costs add up to the
+    bill once everything has ended and the billing minimum is over; the log is a query log the
+    reservoir takes."""
+    import datetime as dt
+    import time
+
+    import autoslo
+    from autoslo.tenancy import Budgets
+
+    # 1000×: 1 ms is 1 s of the control plane's clock; the billing minimum is 600 s (0.6 s).
+    cp = autoslo.control_plane([16, 32], "noop", routing="round-robin", time_scale=1000.0, budgets=Budgets({"acme": 0.0}), billing_minimum_s=600.0)
+    with pytest.raises(autoslo.QueryRejectedError, match="budget"):
+        cp.route(1, 3, 1, 100.0, tenant="acme", workload_class="dashboard")
+    for q, tenant in ((2, "beta"), (3, "beta"), (4, None)):
+        cp.route(q, 3, 1, 100.0, tenant=tenant, workload_class="report" if tenant else None)
+    time.sleep(0.02)
+    cp.complete(2)
+    cp.complete(3, timed_out=True)
+    assert cp.take_served().num_rows == 1, "only the rejection's cost is final yet"
+    cp.complete(4)
+    time.sleep(0.8)
+    totals = {(t["tenant"], t["class"]): t for t in cp.totals().to_pylist()}
+    assert set(totals) == {("acme", "dashboard"), ("beta", "report"), ("default", "adhoc")}
+    assert (totals["acme", "dashboard"]["rejected"], totals["beta", "report"]["met"], totals["beta", "report"]["timed_out"], totals["default", "adhoc"]["met"]) == (1, 1, 1, 1)
+    log = cp.take_served()
+    assert sorted(log["query_id"].to_pylist()) == [2, 3, 4] and log["outcome"].to_pylist().count("timeout") == 1
+    assert all(c > 0 for c in log["cost"].to_pylist())
+    assert sum(log["cost"].to_pylist()) == pytest.approx(cp.cost(), rel=1e-9) and cp.cost() > 0
+    assert cp.take_served().num_rows == 0 and cp.log_dropped() == 0
+    reservoir = autoslo.Reservoir(tmp_path / "res")
+    assert reservoir.append(log) == [dt.datetime.fromtimestamp(time.time(), dt.timezone.utc).date()]

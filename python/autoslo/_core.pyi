@@ -289,6 +289,19 @@ class ControlPlane:
         budgets."""
     def complete(self, query_id: int, timed_out: bool = False) -> None:
         """A routed query finished now."""
+    def cost(self) -> float:
+        """Dollars billed so far for the queries routed: each cluster billed while it ran them,
+        each busy period at least the billing minimum."""
+    def totals(self) -> pa.Table:
+        """The queries so far per tenant × class (``Service.totals``'s columns): a query routed
+        without a tenant or class counts as tenant ``default``, class ``adhoc``."""
+    def take_served(self) -> pa.Table:
+        """Take the queries that ended since the last take, once their cost is final
+        (``Service.take_served``'s columns): each query's ``cost`` is its share of its cluster's
+        bill, billed from its routing; once every query has ended and the billing minimum is
+        over, the costs sum to :meth:`cost`. A query log ``Reservoir.append`` takes."""
+    def log_dropped(self) -> int:
+        """Ended queries dropped from a full log (more than 262,144 not taken)."""
     def slo_of(self, template: int, slo: float | None = None, *, tenant: str | None = None, workload_class: str | None = None) -> float:
         """The SLO :meth:`route` gives a query: the deadline the configuration's ``slo_policy``
         sets for it, else ``slo``; neither is an error."""

@@ -137,6 +137,8 @@ def control_plane(
     start_s: float = 0.0,
     admission: DeadlineAdmission | None = None,
     budgets: Budgets | None = None,
+    price_per_rpu_hour: float = 0.375,
+    billing_minimum_s: float = 60.0,
 ) -> _core.ControlPlane:
     """A live :class:`autoslo.ControlPlane` over ready clusters of ``clusters`` RPU: route queries
     with ``cp.route(query_id, template, instance, slo)`` as they arrive and report
@@ -160,7 +162,12 @@ def control_plane(
     :class:`autoslo.QueryRejectedError` (``reason``: ``infeasible-deadline``, ``capacity`` or
     ``budget``) and the query is not routed. A query routed without a tenant is held to the
     budget of tenant ``default``. ``cp.budgets()`` gives each budgeted tenant's standing;
-    ``cp.charge_budget(tenant, dollars)`` restores what a tenant spent before a restart."""
+    ``cp.charge_budget(tenant, dollars)`` restores what a tenant spent before a restart.
+
+    What it served is kept as :func:`autoslo.live.serve` keeps it: ``cp.totals()`` counts the
+    queries per tenant × class, ``cp.take_served()`` takes those that ended as a query log with
+    each one's share of its cluster's bill (billed from its routing at ``price_per_rpu_hour``, each
+    busy period at least ``billing_minimum_s``), and ``cp.cost()`` is the bill so far."""
     plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
     return _core.ControlPlane(
         plan.clusters,
@@ -175,6 +182,8 @@ def control_plane(
         config=plan.config,
         admission=admission.as_args() if admission is not None else None,
         budgets=budgets.as_args() if budgets is not None else None,
+        price_per_rpu_hour=price_per_rpu_hour,
+        billing_minimum_s=billing_minimum_s,
     )
 
 

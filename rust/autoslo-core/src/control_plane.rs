@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::autoscaler::Decision;
+use crate::billing::BillingPolicy;
 use crate::catalog::QueryText;
 use crate::cluster::{ClusterId, ClusterInfo, ClusterState};
 use crate::control::{Action, Event, RoundRobin, Router, Scaler};
@@ -25,6 +26,8 @@ use crate::emulator::{measured_cycles, Lifecycle};
 use crate::error::{AutoSloError, Result};
 use crate::live::LiveRouter;
 use crate::rng::Rng;
+use crate::served::{OpenQuery, ServedBooks, ServedQuery, ServedTotals, DEFAULT_CLASS};
+use crate::trace::Outcome;
 use crate::tenancy::{AdmissionDecision, BudgetStatus, NamedAdmission, SloPolicy};
 use crate::tuner::ExecutionConfig;
 use crate::trace::RejectReason;
@@ -148,6 +151,10 @@ pub struct ControlPlane {
     admission: Mutex<Option<NamedAdmission>>,
     /// Unix time (s) at the start, where [`ControlPlane::unix_clock`] counts from.
     started_unix: f64,
+    /// What [`ControlPlane::route_logged`] and [`ControlPlane::complete_logged`] served, with
+    /// each cluster's size (for its bill). A caller that keeps its own books (the serving
+    /// control plane over workgroups, which bills from placement) leaves them empty.
+    books: Mutex<(ServedBooks, std::collections::HashMap<ClusterId, u32>)>,
 }
 
 impl ControlPlane {
@@ -201,7 +208,8 @@ impl ControlPlane {
             })
             .map_err(|e| AutoSloError::InvalidConfig(format!("cannot start the autoscaler thread: {e}")))?;
         let started_unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None), admission: Mutex::new(None), started_unix })
+        let books = Mutex::new((ServedBooks::new(BillingPolicy::default()), std::collections::HashMap::new()));
+        Ok(Self { shared, worker: Some(worker), slo_policy: std::sync::RwLock::new(None), admission: Mutex::new(None), started_unix, books })
     }
 
     /// The control plane's clock (s).
@@ -399,6 +407,101 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Bill the queries [`ControlPlane::route_logged`] serves at `billing` (validated; default
+    /// [`BillingPolicy::default`]), from the next one on.
+    pub fn with_billing(self, billing: BillingPolicy) -> Result<Self> {
+        let billing = billing.validated()?;
+        self.books_lock().0.billing = billing;
+        Ok(self)
+    }
+
+    fn books_lock(&self) -> MutexGuard<'_, (ServedBooks, std::collections::HashMap<ClusterId, u32>)> {
+        self.books.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`ControlPlane::route_admitted`] with its SLO from the policy (else `slo`,
+    /// [`ControlPlane::slo_of`]), kept in the control plane's books: counted per `tenant` ×
+    /// `class` (`""`: [`crate::workload::DEFAULT_TENANT`], [`DEFAULT_CLASS`]) and, once it ends
+    /// ([`ControlPlane::complete_logged`]), logged with its share of its cluster's bill, billed
+    /// from its routing. A rejected query ends there, counted and logged as rejected.
+    pub fn route_logged(&self, query_id: u64, text: QueryText, tenant: &str, class: &str, slo: Option<f64>) -> Result<std::result::Result<ClusterId, Rejection>> {
+        // Held while routing (the router serialises decisions anyway): one id, one entry.
+        let mut books = self.books_lock();
+        let (b, sizes) = &mut *books;
+        if b.open.contains_key(&query_id) {
+            return Err(AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")));
+        }
+        let slo = self.slo_of(tenant, class, text, slo)?;
+        let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
+        let at = self.now();
+        let open = |cluster, placed, charged| OpenQuery { cluster, placed, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged };
+        match self.route_admitted(query_id, text, tenant, slo, self.unix_clock())? {
+            Err(rejection) => {
+                b.finish(query_id, open(0, None, 0.0), at, Outcome::Rejected(rejection.reason), None);
+                Ok(Err(rejection))
+            }
+            Ok((c, charged)) => {
+                let size = self.shared.router()?.infos().iter().find(|x| x.id == c).map(|x| x.size);
+                if let Some(size) = size {
+                    sizes.insert(c, size);
+                }
+                b.open.insert(query_id, open(c, size, charged));
+                b.totals_of(tenant, class).routed += 1;
+                b.join(c, query_id, at);
+                Ok(Ok(c))
+            }
+        }
+    }
+
+    /// [`ControlPlane::complete`] of a query [`ControlPlane::route_logged`] routed: it ends in
+    /// the books, completed or timed out, and leaves its cluster's bill.
+    pub fn complete_logged(&self, query_id: u64, timed_out: bool) -> Result<()> {
+        {
+            let mut books = self.books_lock();
+            let b = &mut books.0;
+            let Some(open) = b.open.remove(&query_id) else {
+                return Err(AutoSloError::InvalidAction(format!("query {query_id} is not routed (never, or already completed)")));
+            };
+            let now = self.now();
+            let seconds = if open.placed.is_some() { b.leave(open.cluster, query_id, now) } else { None };
+            b.finish(query_id, open, now, if timed_out { Outcome::TimedOut } else { Outcome::Completed }, seconds);
+        }
+        self.complete(query_id, timed_out)
+    }
+
+    /// The queries [`ControlPlane::route_logged`] served so far, per tenant × class, in (tenant,
+    /// class) order.
+    pub fn served_totals(&self) -> Vec<ServedTotals> {
+        let now = self.now();
+        let mut books = self.books_lock();
+        // The costs that became final by now count (the log keeps them until taken).
+        books.0.advance(now);
+        books.0.totals.values().cloned().collect()
+    }
+
+    /// Take the ended queries logged since the last take, in the order their costs became final:
+    /// as they ended, or once their cluster's billing minimum ran out.
+    pub fn take_served(&self) -> Vec<ServedQuery> {
+        let now = self.now();
+        let mut books = self.books_lock();
+        books.0.advance(now);
+        books.0.log.drain(..).collect()
+    }
+
+    /// Ended queries dropped from a full log (more than [`crate::served::LOG_CAPACITY`] not taken).
+    pub fn log_dropped(&self) -> u64 {
+        self.books_lock().0.dropped
+    }
+
+    /// Dollars billed so far for the queries [`ControlPlane::route_logged`] served: each
+    /// cluster billed while it ran them, each busy period at least the billing minimum.
+    pub fn served_cost(&self) -> f64 {
+        let now = self.now();
+        let books = self.books_lock();
+        let (b, sizes) = &*books;
+        b.bills.iter().map(|(c, m)| sizes.get(c).map_or(0.0, |&size| b.billing.cost(size, m.timer().billed_seconds_at(now)))).sum()
+    }
+
     /// (id, size, running, ready) of the clusters the router may use.
     pub fn clusters(&self) -> Result<Vec<(ClusterId, u32, usize, bool)>> {
         let now = self.shared.now();
@@ -566,6 +669,40 @@ mod tests {
             }
         }
         assert!(cp.complete(0, false).is_err(), "completed twice");
+    }
+
+    #[test]
+    fn the_books_count_what_was_served_per_tenant_and_class_and_attribute_the_whole_bill() {
+        // Time runs 1000×: 1 ms of wall clock is 1 s of the control plane's; the billing minimum is 60 s.
+        let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 1.0, teardown_s: 1.0 }, 1).unwrap());
+        let cp = ControlPlane::start(Box::new(RoundRobin::default()), &[16, 32], Box::new(crate::control::StaticScaler), manager, 5.0, 1000.0).unwrap();
+        let cp = cp.with_billing(BillingPolicy { price_per_rpu_hour: 0.375, minimum_s: 60.0 }).unwrap();
+        let text = QueryText { template: 3, instance: 1 };
+        for (q, tenant, class) in [(1, "acme", "dashboard"), (2, "acme", "dashboard"), (3, "", ""), (4, "zeta", "report")] {
+            assert!(cp.route_logged(q, text, tenant, class, Some(1e6)).unwrap().is_ok());
+        }
+        assert!(cp.route_logged(1, text, "acme", "dashboard", Some(1e6)).unwrap_err().to_string().contains("already routed"));
+        assert!(cp.route_logged(5, text, "acme", "dashboard", None).is_err(), "no SLO: refused, not counted");
+        std::thread::sleep(Duration::from_millis(20));
+        cp.complete_logged(1, false).unwrap();
+        cp.complete_logged(3, true).unwrap();
+        assert!(cp.complete_logged(3, false).is_err(), "completed twice");
+        let totals = cp.served_totals();
+        let names: Vec<(&str, &str, u64, u64, u64)> = totals.iter().map(|t| (t.tenant.as_str(), t.class.as_str(), t.routed, t.met, t.timed_out)).collect();
+        assert_eq!(names, [("acme", "dashboard", 2, 1, 0), ("default", "adhoc", 1, 0, 1), ("zeta", "report", 1, 0, 0)]);
+        assert_eq!(totals.iter().map(ServedTotals::running).sum::<u64>(), 2);
+        std::thread::sleep(Duration::from_millis(20));
+        cp.complete_logged(2, false).unwrap();
+        cp.complete_logged(4, false).unwrap();
+        // Past every cluster's billing minimum, every cost is final: the log attributes the whole bill.
+        std::thread::sleep(Duration::from_millis(150));
+        let log = cp.take_served();
+        assert_eq!(log.len(), 4);
+        assert!(log.iter().all(|q| q.cost > 0.0 && q.cluster.is_some()), "{log:?}");
+        let bill = cp.served_cost();
+        assert!(bill > 0.0 && (log.iter().map(|q| q.cost).sum::<f64>() - bill).abs() < 1e-9 * bill, "{bill} vs {log:?}");
+        assert!(cp.take_served().is_empty(), "taken once");
+        assert_eq!(cp.log_dropped(), 0);
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod placement;
 pub mod predictor;
 pub mod progress;
 pub mod router;
+pub mod served;
 pub mod error;
 pub mod rng;
 pub mod simulator;

@@ -235,7 +235,7 @@ mod tests {
         assert!(r.route(2, text(), f64::NAN, 10.0).is_err());
         // Round robin never reads the text, but a text outside the catalog is refused anyway.
         for (template, instance, message) in [(0, 1, "unknown query template 0"), (100, 1, "unknown query template 100"), (3, 0, "a query's instance must be from 1 to 65535, got 0")] {
-            let e = r.route(2, QueryText { template, instance }, 2.0, 10.0).err().expect("refused").to_string();
+            let e = r.route(2, QueryText { template, instance }, 2.0, 10.0).unwrap_err().to_string();
             assert!(e.starts_with(message), "{e}");
         }
         assert_eq!(r.clusters()[0].2, 1, "a refused query is not routed");

@@ -189,7 +189,7 @@ impl PyControlPlane {
         let scaler = crate::scaling::scaler(autoscaler_spec(autoscaler)?, None, config, spinup_s)?;
         let manager = Box::new(InProcessManager::new(lifecycle, seed).map_err(err)?);
         let policy = crate::slo_policy_of(config)?;
-        let inner = ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).map_err(err)?;
+        let inner = ControlPlane::start(r, &clusters, scaler, manager, tick_s, time_scale).and_then(|cp| cp.with_slo_policy(policy)).and_then(|cp| cp.with_billing(billing)).map_err(err)?;
         inner.set_admission(admission).map_err(err)?;
         Ok(Self { inner, spinup_s })
     }
@@ -202,13 +202,8 @@ impl PyControlPlane {
     fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<ClusterId> {
         let text = QueryText { template, instance };
         let (tenant, class) = (tenant.unwrap_or(""), workload_class.unwrap_or(""));
-        let routed = py
-            .detach(|| {
-                let slo = self.inner.slo_of(tenant, class, text, slo)?;
-                self.inner.route_admitted(query_id, text, tenant, slo, self.inner.unix_clock())
-            })
-            .map_err(err)?;
-        routed.map(|(c, _)| c).map_err(|rejection| cloud_err(CloudError::rejected(query_id, rejection)))
+        let routed = py.detach(|| self.inner.route_logged(query_id, text, tenant, class, slo)).map_err(err)?;
+        routed.map_err(|rejection| cloud_err(CloudError::rejected(query_id, rejection)))
     }
 
     /// Each budgeted tenant's standing in the current window, as dicts (tenant, budget, spent:
@@ -227,7 +222,30 @@ impl PyControlPlane {
     /// A routed query finished (or timed out) now.
     #[pyo3(signature = (query_id, timed_out=false))]
     fn complete(&self, py: Python<'_>, query_id: u64, timed_out: bool) -> PyResult<()> {
-        py.detach(|| self.inner.complete(query_id, timed_out)).map_err(err)
+        py.detach(|| self.inner.complete_logged(query_id, timed_out)).map_err(err)
+    }
+
+    /// Dollars billed so far for the queries routed: each cluster billed while it ran them,
+    /// each busy period at least the billing minimum.
+    fn cost(&self) -> f64 {
+        self.inner.served_cost()
+    }
+
+    /// The queries so far per tenant × class (a pyarrow.Table, the columns of
+    /// `Service.totals`).
+    fn totals(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(convert::totals_table(&self.inner.served_totals())?.into_pyarrow(py)?.unbind())
+    }
+
+    /// Take the queries that ended since the last take, once their cost is final (a
+    /// pyarrow.Table, the columns of `Service.take_served`): a query log for the reservoir.
+    fn take_served(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(convert::served_table(&self.inner.take_served(), self.inner.started_unix(), true)?.into_pyarrow(py)?.unbind())
+    }
+
+    /// Ended queries dropped from a full log (more than 262,144 not taken).
+    fn log_dropped(&self) -> u64 {
+        self.inner.log_dropped()
     }
 
     /// The SLO `route` gives a query: the deadline the configuration's `slo_policy` sets for
