@@ -206,7 +206,7 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     with pytest.raises(autoslo.QueryRejectedError, match="budget"):
         cp.route(7, 3, 1, 60.0)
     assert [c[2] for c in cp.clusters()] == [4], "rejected queries take no cluster"
-    with pytest.raises(_core.AutoSloCoreError, match="query 4 is not routed"):
+    with pytest.raises(_core.AutoSloCoreError, match="query 4 is not running"):
         cp.complete(4)
     for q in (2, 3, 5, 6):
         cp.complete(q)

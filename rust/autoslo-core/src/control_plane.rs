@@ -460,7 +460,7 @@ impl ControlPlane {
             let mut books = self.books_lock();
             let b = &mut books.0;
             let Some(open) = b.open.remove(&query_id) else {
-                return Err(AutoSloError::InvalidAction(format!("query {query_id} is not routed (never, or already completed)")));
+                return Err(AutoSloError::InvalidAction(format!("query {query_id} is not running (never routed, or already completed)")));
             };
             let now = self.now();
             let seconds = if open.placed.is_some() { b.leave(open.cluster, query_id, now) } else { None };
