@@ -12,7 +12,7 @@ use crate::cluster::ClusterId;
 use crate::cost_meter::{CostMeter, Settled};
 use crate::trace::Outcome;
 
-/// One query the service routed, from its routing to its end: an entry of the service's log.
+/// One query a control plane routed, from its routing to its end: an entry of its log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServedQuery {
     pub query_id: u64,
@@ -21,11 +21,11 @@ pub struct ServedQuery {
     pub class: String,
     /// Its SLO (s): the policy's deadline, else the caller's.
     pub slo: f64,
-    /// When it was routed (the service's clock, s; the control plane's `started_unix` is its zero).
+    /// When it was routed (the control plane's clock, s, whose zero is its `started_unix`).
     pub arrival: f64,
     /// The cluster and its size (RPU) it was sent to; `None` when it could not be placed.
     pub cluster: Option<(ClusterId, u32)>,
-    /// When it ended (the service's clock): reported complete, timed out, found unplaceable,
+    /// When it ended (the control plane's clock): reported complete, timed out, found unplaceable,
     /// or left running at the stop.
     pub end: f64,
     /// `Completed`, `TimedOut` (the client said so, or `timeout_s` passed), `Failed` (never
@@ -101,14 +101,15 @@ pub const DEFAULT_TENANT: &str = "default";
 /// classes). The SLO policy still saw no class.
 pub const DEFAULT_CLASS: &str = "adhoc";
 
-/// The service's log keeps at most this many ended queries not yet taken; past it, the oldest
+/// The log keeps at most this many ended queries not yet taken; past it, the oldest
 /// are dropped and counted (`log_dropped`).
 pub const LOG_CAPACITY: usize = 1 << 18;
 
 /// A routed query until it ends.
 pub struct OpenQuery {
     pub cluster: ClusterId,
-    /// Its cluster's size once the query was placed there (its workgroup available).
+    /// Its cluster's size once the query was placed there (the service: its workgroup
+    /// available; the in-process control plane: at routing).
     pub placed: Option<u32>,
     pub at: f64,
     pub text: QueryText,
@@ -119,7 +120,8 @@ pub struct OpenQuery {
     pub charged: f64,
 }
 
-/// What the service keeps of its queries, under one lock (taken before the fleet's).
+/// What a control plane keeps of its queries (the service holds them under one lock, taken
+/// before its fleet's).
 pub struct ServedBooks {
     pub open: HashMap<u64, OpenQuery>,
     /// Ended queries whose cost is not final yet (their cluster's billing minimum runs).
@@ -140,6 +142,7 @@ impl ServedBooks {
         Self { open: HashMap::new(), unpriced: HashMap::new(), log: VecDeque::new(), keep_log: true, dropped: 0, totals: BTreeMap::new(), billing, bills: HashMap::new(), stopped_at: None }
     }
 
+    /// The totals of `tenant` × `class`, started empty.
     pub fn totals_of(&mut self, tenant: &str, class: &str) -> &mut ServedTotals {
         self.totals.entry((tenant.to_string(), class.to_string())).or_insert_with(|| ServedTotals { tenant: tenant.to_string(), class: class.to_string(), ..Default::default() })
     }
