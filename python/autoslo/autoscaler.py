@@ -108,7 +108,7 @@ class AutoscalerConfig:
     def spec(self) -> dict[str, object]:
         """The settings as the core takes them."""
         d = asdict(self)
-        d["sizes"] = size_list(self.sizes, "AutoscalerConfig.sizes")
+        d["sizes"] = [int(s) for s in self.sizes]  # checked whole numbers at construction
         return {k: v for k, v in d.items() if v is not None}
 
 

@@ -125,27 +125,12 @@ impl Service {
             return Err(CloudError::Stopped);
         }
         let c = {
-            // Held while routing (the router serialises decisions anyway): one id, one route.
+            // Held while routing: one id, one route.
             let mut b = self.books();
-            if b.open.contains_key(&query_id) {
-                return Err(autoslo_core::error::AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")).into());
+            match self.cp.route_booked(&mut b, query_id, text, tenant, class, slo)? {
+                Ok(c) => c,
+                Err(rejection) => return Err(CloudError::rejected(query_id, rejection)),
             }
-            let slo = self.cp.slo_of(tenant, class, text, slo)?;
-            let at = self.cp.now();
-            // Logged and counted under the names a query log without them gets.
-            let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
-            // Budget windows count on Unix time: a day's window is a UTC day.
-            let (c, charged) = match self.cp.route_admitted(query_id, text, tenant, slo, self.cp.started_unix() + at)? {
-                Ok(routed) => routed,
-                Err(rejection) => {
-                    let open = Open { cluster: 0, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged: 0.0 };
-                    b.finish(query_id, open, at, Outcome::Rejected(rejection.reason), None);
-                    return Err(CloudError::rejected(query_id, rejection));
-                }
-            };
-            b.open.insert(query_id, Open { cluster: c, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged });
-            b.totals_of(tenant, class).routed += 1;
-            c
         };
         let give_up = Instant::now() + Duration::from_secs_f64(self.fleet.settings.create_timeout_s);
         loop {

@@ -420,37 +420,54 @@ impl ControlPlane {
     }
 
     /// [`ControlPlane::route_admitted`] with its SLO from the policy (else `slo`,
-    /// [`ControlPlane::slo_of`]), kept in the control plane's books: counted per `tenant` ×
-    /// `class` (`""`: [`crate::workload::DEFAULT_TENANT`], [`DEFAULT_CLASS`]) and, once it ends
-    /// ([`ControlPlane::complete_logged`]), logged with its share of its cluster's bill, billed
-    /// from its routing. A rejected query ends there, counted and logged as rejected.
-    pub fn route_logged(&self, query_id: u64, text: QueryText, tenant: &str, class: &str, slo: Option<f64>) -> Result<std::result::Result<ClusterId, Rejection>> {
-        // Held while routing (the router serialises decisions anyway): one id, one entry.
-        let mut books = self.books_lock();
-        let (b, sizes) = &mut *books;
+    /// [`ControlPlane::slo_of`]), entered in `books`: counted per `tenant` × `class` (`""`:
+    /// [`crate::workload::DEFAULT_TENANT`], [`DEFAULT_CLASS`], the names a query log without them
+    /// gives) and open, not yet placed on its cluster; a rejected query ends there, counted and
+    /// logged as rejected. The caller holds `books` while routing (the router serialises
+    /// decisions anyway): one id, one entry. Both live control planes route through it: the
+    /// in-process one ([`ControlPlane::route_logged`]) and the service over workgroups, which
+    /// places the query once its workgroup is available.
+    pub fn route_booked(&self, b: &mut ServedBooks, query_id: u64, text: QueryText, tenant: &str, class: &str, slo: Option<f64>) -> Result<std::result::Result<ClusterId, Rejection>> {
         if b.open.contains_key(&query_id) {
             return Err(AutoSloError::InvalidAction(format!("query {query_id} is already routed and not completed")));
         }
         let slo = self.slo_of(tenant, class, text, slo)?;
         let (tenant, class) = (if tenant.is_empty() { DEFAULT_TENANT } else { tenant }, if class.is_empty() { DEFAULT_CLASS } else { class });
         let at = self.now();
-        let open = |cluster, placed, charged| OpenQuery { cluster, placed, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged };
-        match self.route_admitted(query_id, text, tenant, slo, self.unix_clock())? {
+        let open = |cluster, charged| OpenQuery { cluster, placed: None, at, text, tenant: tenant.to_string(), class: class.to_string(), slo, charged };
+        // Budget windows count on Unix time: a day's window is a UTC day.
+        match self.route_admitted(query_id, text, tenant, slo, self.started_unix + at)? {
             Err(rejection) => {
-                b.finish(query_id, open(0, None, 0.0), at, Outcome::Rejected(rejection.reason), None);
+                b.finish(query_id, open(0, 0.0), at, Outcome::Rejected(rejection.reason), None);
                 Ok(Err(rejection))
             }
             Ok((c, charged)) => {
-                let size = self.shared.router()?.infos().iter().find(|x| x.id == c).map(|x| x.size);
-                if let Some(size) = size {
-                    sizes.insert(c, size);
-                }
-                b.open.insert(query_id, open(c, size, charged));
+                b.open.insert(query_id, open(c, charged));
                 b.totals_of(tenant, class).routed += 1;
-                b.join(c, query_id, at);
                 Ok(Ok(c))
             }
         }
+    }
+
+    /// [`ControlPlane::route_booked`] into the control plane's own books, the query placed on its
+    /// cluster at once: logged, once it ends ([`ControlPlane::complete_logged`]), with its share
+    /// of its cluster's bill, billed from its routing.
+    pub fn route_logged(&self, query_id: u64, text: QueryText, tenant: &str, class: &str, slo: Option<f64>) -> Result<std::result::Result<ClusterId, Rejection>> {
+        let mut books = self.books_lock();
+        let (b, sizes) = &mut *books;
+        let routed = self.route_booked(b, query_id, text, tenant, class, slo)?;
+        if let Ok(c) = routed {
+            let size = self.shared.router()?.infos().iter().find(|x| x.id == c).map(|x| x.size);
+            if let Some(open) = b.open.get_mut(&query_id) {
+                open.placed = size;
+                let at = open.at;
+                if let Some(size) = size {
+                    sizes.insert(c, size);
+                    b.join(c, query_id, at);
+                }
+            }
+        }
+        Ok(routed)
     }
 
     /// [`ControlPlane::complete`] of a query [`ControlPlane::route_logged`] routed: it ends in
