@@ -387,6 +387,40 @@ def test_tune_holds_the_forecasts_to_a_teams_slo_policy_and_the_plan_carries_it(
     assert v_held["violation_rate"] > v_plain["violation_rate"] + 0.2
 
 
+def test_tau_scope_tenant_holds_the_worst_tenant_where_the_fleet_hides_it(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On this history the cheapest plan meeting τ fleet-wide leaves one tenant above τ; holding
+    every tenant to τ (``tau_scope="tenant"``) takes another plan, with a lower worst tenant."""
+    from autoslo import airflow as cycle
+
+    day = START + dt.timedelta(days=8)
+    base = T.TunerSettings(forecasts=4, eta=1, initial_clusters=[[8], [16]], spinup_sizes=[16], space={"t_idle_s": [300.0]})
+    fleet = T.tune(reservoir, day, settings=base, kappa=2)
+    every = T.tune(reservoir, day, settings=replace(base, tau_scope="tenant"), kappa=2)
+    ft, et = fleet.report["validation_tenants"], every.report["validation_tenants"]
+    assert set(ft) == set(et) == {"tenant-1", "tenant-2"}
+    # The fleet meets τ while a tenant does not: what the fleet-wide target hides.
+    assert fleet.validation_violation_rate <= 0.1 < max(ft.values())
+    assert every.config.as_dict()["initial_clusters"] != fleet.config.as_dict()["initial_clusters"] or every.config.as_dict()["scheduled_spinups"] != fleet.config.as_dict()["scheduled_spinups"]
+    assert max(et.values()) < max(ft.values())
+    # Each tenant's rate lies on the same side of the fleet's as its share of the queries says.
+    assert min(ft.values()) <= fleet.validation_violation_rate <= max(ft.values())
+    with pytest.raises(ValueError, match="tau_scope` must be one of fleet, tenant"):
+        T.TunerSettings(tau_scope="tenants")
+    # Held-out validation records each tenant's rate, and the daily check fails on a tenant above
+    # τ only when the plan was tuned to hold every tenant to it.
+    fleet.config.save(tmp_path / "fleet.yaml")
+    v = cycle.validate(tmp_path / "fleet.yaml", reservoir.path, day, forecasts=2, settings=base)
+    assert v["tau_scope"] == "fleet" and set(v["tenant_violation_rates"]) == {"tenant-1", "tenant-2"}
+    worst = max(v["tenant_violation_rates"].items(), key=lambda kv: kv[1])
+    assert v["violation_rate"] <= 0.1 < worst[1]
+    assert cycle.check(v) == v
+    with pytest.raises(cycle.ViolationRateAboveTarget, match=f"{worst[0]} {worst[1]:.1%}"):
+        cycle.check({**v, "tau_scope": "tenant"})
+    # The CLI: the flag, and each tenant's simulated rate with a hint when one is above τ.
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", str(day), "--out", str(tmp_path / "c.yaml"), "--forecasts", "4", "--tau-scope", "tenant", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["report"]["validation_tenants"]) == {"tenant-1", "tenant-2"}
+
+
 def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
     day = START + dt.timedelta(days=8)

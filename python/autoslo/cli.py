@@ -23,6 +23,7 @@ from autoslo.reproduce_placement import emulated_slowdown
 from autoslo.reproduce_tenancy import deferred_batch, premium_tenant
 from autoslo.tenancy import DeadlineAdmission
 from autoslo.live_cli import register as register_live
+from autoslo.tuner import TAU_SCOPES
 from autoslo.tuner_cli import register as register_tuner
 from autoslo.workloads import base_workload, check_output, read_workload, redbench_workload, write_table
 
@@ -352,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--forecasts", type=argtypes.count(2), help="forecasts per tuning (default 8)")
         r.add_argument("--arrivals", choices=["deciles", "pattern"], help="the forecaster's arrival model (default: the product's, see docs/tuner.md)")
         r.add_argument("--tau-simulated", dest="tau_simulated", type=argtypes.rate, help="the violation-rate target the tuner holds simulations to (default τ)")
+        r.add_argument("--tau-scope", dest="tau_scope", choices=TAU_SCOPES, help="whose violation rate τ holds in the tuner: fleet (default, the paper's) or tenant (every tenant's too, a change)")
         r.add_argument(
             "--cost-tolerance", dest="cost_tolerance", type=float, metavar="FRACTION", help="among configurations that meet τ within FRACTION of the cheapest cost, take the fewest violations (a change; default 0.05; 0 is BestWithTarget as listed)"
         )
@@ -486,6 +488,8 @@ def reproduction_tuner_settings(args: argparse.Namespace) -> TunerSettings:
         settings = replace(settings, simulator_noise_sigma=args.simulator_noise)
     if args.cost_tolerance is not None:
         settings = replace(settings, cost_tolerance=args.cost_tolerance)
+    if args.tau_scope is not None:
+        settings = replace(settings, tau_scope=args.tau_scope)
     if args.t_idle:
         settings = replace(settings, space={**(settings.space or {}), "t_idle_s": [float(t) for t in args.t_idle]})
     return settings

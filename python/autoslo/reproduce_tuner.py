@@ -151,7 +151,7 @@ def reproduce_tuner(exp: TunerExperiment | None = None, predictor: _core.Predict
         for d, k, h in tqdm(jobs, desc="Table 5", unit="tuning"):
             config, report = tuned_config(world, d, k, h, predictor)
             r = emulate(world.actual(d, k), config=config, seed=exp.seed, predictor=predictor)
-            tuning = {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost")}
+            tuning = {x: report.get(x) for x in ("forecast_policy", "days_used", "simulations", "validation_violation_rate", "validation_cost", "validation_tenants")}
             if exp.calibrate_simulator and h > 0:
                 tuning["simulator_class_scale"] = world.class_scale(d, k, predictor)
             rows.append({"scenario": _scenario_key(d, k), "day": d, "kappa": k, "history_days": h, "config": config.as_dict(), "tuning": tuning, **outcome(r)})

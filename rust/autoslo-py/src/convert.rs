@@ -299,8 +299,9 @@ pub fn history_in(counts: PyTable, arrivals: PyTable, days: Vec<i32>) -> PyResul
     Ok(h)
 }
 
-/// SimulateBatch outcomes → table: `job`, `queries`, `violations`, `cost`, `clusters`, and with
-/// logs the per-query lists `arrival`, `end`, `violated`.
+/// SimulateBatch outcomes → table: `job`, `queries`, `violations`, `cost`, `clusters`, the
+/// per-tenant lists `tenant`, `tenant_queries`, `tenant_violations`, and with logs the per-query
+/// lists `arrival`, `end`, `violated`.
 pub fn outcomes_table(jobs: &[u64], outs: &[autoslo_core::tuner::SimOutcome], keep_logs: bool) -> PyResult<PyTable> {
     use arrow_array::builder::ListBuilder;
     let mut cols = vec![
@@ -310,6 +311,20 @@ pub fn outcomes_table(jobs: &[u64], outs: &[autoslo_core::tuner::SimOutcome], ke
         ("cost", f64s(outs.iter().map(|o| o.cost))),
         ("clusters", i64s(outs.iter().map(|o| o.clusters as i64))),
     ];
+    let (mut tn, mut tq, mut tv) = (ListBuilder::new(StringBuilder::new()), ListBuilder::new(Int64Builder::new()), ListBuilder::new(Int64Builder::new()));
+    for o in outs {
+        for t in &o.tenants {
+            tn.values().append_value(&t.tenant);
+            tq.values().append_value(t.queries as i64);
+            tv.values().append_value(t.violations as i64);
+        }
+        tn.append(true);
+        tq.append(true);
+        tv.append(true);
+    }
+    cols.push(("tenant", Arc::new(tn.finish())));
+    cols.push(("tenant_queries", Arc::new(tq.finish())));
+    cols.push(("tenant_violations", Arc::new(tv.finish())));
     if keep_logs {
         let (mut a, mut e, mut v) = (ListBuilder::new(Float64Builder::new()), ListBuilder::new(Float64Builder::new()), ListBuilder::new(BooleanBuilder::new()));
         for o in outs {
@@ -332,7 +347,7 @@ pub fn outcomes_table(jobs: &[u64], outs: &[autoslo_core::tuner::SimOutcome], ke
 /// Table (as [`outcomes_table`] writes it) → (job, outcome) pairs.
 pub fn outcomes_in(t: PyTable) -> PyResult<Vec<(usize, autoslo_core::tuner::SimOutcome)>> {
     use arrow_array::cast::AsArray;
-    use autoslo_core::tuner::{LoggedQuery, SimOutcome};
+    use autoslo_core::tuner::{LoggedQuery, SimOutcome, TenantOutcome};
     let (batches, schema) = t.into_inner();
     let i = |name: &str| -> PyResult<Vec<i64>> { Ok(need(column(&batches, &schema, name, &DataType::Int64)?, name)?.as_primitive::<arrow_array::types::Int64Type>().values().to_vec()) };
     let (job, queries, violations, clusters) = (i("job")?, i("queries")?, i("violations")?, i("clusters")?);
@@ -343,8 +358,17 @@ pub fn outcomes_in(t: PyTable) -> PyResult<Vec<(usize, autoslo_core::tuner::SimO
         _ => None,
     };
     let nonneg = |v: i64, name: &str, row: usize| usize::try_from(v).map_err(|_| AutoSloCoreError::new_err(format!("outcome row {row}: column `{name}` is {v}, below 0")));
+    let (tn, tq, tv) = (need(list("tenant", DataType::Utf8)?, "tenant")?, need(list("tenant_queries", DataType::Int64)?, "tenant_queries")?, need(list("tenant_violations", DataType::Int64)?, "tenant_violations")?);
     (0..job.len())
         .map(|r| {
+            let (n, q, v) = (tn.as_list::<i32>().value(r), tq.as_list::<i32>().value(r), tv.as_list::<i32>().value(r));
+            let (n, q, v) = (n.as_string::<i32>(), q.as_primitive::<arrow_array::types::Int64Type>(), v.as_primitive::<arrow_array::types::Int64Type>());
+            if n.len() != q.len() || n.len() != v.len() {
+                return Err(AutoSloCoreError::new_err(format!("outcome row {r}: tenant, tenant_queries and tenant_violations have different lengths")));
+            }
+            let tenants = (0..n.len())
+                .map(|k| Ok(TenantOutcome { tenant: n.value(k).to_string(), queries: nonneg(q.value(k), "tenant_queries", r)?, violations: nonneg(v.value(k), "tenant_violations", r)? }))
+                .collect::<PyResult<Vec<_>>>()?;
             let log = match &logs {
                 None => Vec::new(),
                 Some((a, e, v)) => {
@@ -356,7 +380,7 @@ pub fn outcomes_in(t: PyTable) -> PyResult<Vec<(usize, autoslo_core::tuner::SimO
                     (0..a.len()).map(|k| LoggedQuery { arrival: a.value(k), end: e.value(k), violated: v.value(k) }).collect()
                 }
             };
-            let o = SimOutcome { queries: nonneg(queries[r], "queries", r)?, violations: nonneg(violations[r], "violations", r)?, cost: cost[r], clusters: nonneg(clusters[r], "clusters", r)?, log };
+            let o = SimOutcome { queries: nonneg(queries[r], "queries", r)?, violations: nonneg(violations[r], "violations", r)?, cost: cost[r], clusters: nonneg(clusters[r], "clusters", r)?, tenants, log };
             Ok((nonneg(job[r], "job", r)?, o))
         })
         .collect()

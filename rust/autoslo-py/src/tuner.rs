@@ -288,6 +288,11 @@ fn outcome_dict<'py>(py: Python<'py>, o: &tuner::SimOutcome) -> PyResult<Bound<'
     d.set_item("violation_rate", o.violation_rate())?;
     d.set_item("cost", o.cost)?;
     d.set_item("clusters", o.clusters)?;
+    let tenants = PyDict::new(py);
+    for t in &o.tenants {
+        tenants.set_item(&t.tenant, (t.queries, t.violations))?;
+    }
+    d.set_item("tenants", tenants)?;
     if !o.log.is_empty() {
         d.set_item("arrival", o.log.iter().map(|q| q.arrival).collect::<Vec<_>>())?;
         d.set_item("end", o.log.iter().map(|q| q.end).collect::<Vec<_>>())?;
@@ -382,6 +387,7 @@ pub fn tune(
     d.set_item("forecast_queries", r.forecast_queries)?;
     d.set_item("validation_violation_rate", r.validation.0)?;
     d.set_item("validation_cost", r.validation.1)?;
+    d.set_item("validation_tenants", r.validation_tenants.iter().cloned().collect::<std::collections::BTreeMap<String, f64>>())?;
     d.set_item("simulations", r.simulations)?;
     let cands = r
         .schedule

@@ -36,8 +36,18 @@ pub struct SimOutcome {
     pub cost: f64,
     /// Clusters that existed during the run (initial + spun up).
     pub clusters: usize,
+    /// Per tenant (by name, sorted): its queries and their violations.
+    pub tenants: Vec<TenantOutcome>,
     /// Per-query log (workload order), when requested.
     pub log: Vec<LoggedQuery>,
+}
+
+/// One tenant's share of a [`SimOutcome`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantOutcome {
+    pub tenant: String,
+    pub queries: usize,
+    pub violations: usize,
 }
 
 impl SimOutcome {
@@ -69,8 +79,55 @@ impl Aggregate {
     }
 }
 
-/// `AggPerf`: (violation rate, cost) of one configuration over its workloads.
-pub fn agg_perf(outcomes: &[SimOutcome], alpha: Aggregate) -> (f64, f64) {
+/// Whose violation rate the target τ holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TargetScope {
+    /// The fleet's, over every query (the paper's).
+    #[default]
+    Fleet,
+    /// The fleet's and every tenant's (**a change**, for a fleet that serves several tenants):
+    /// a configuration meets τ only if no tenant's violation rate exceeds it.
+    EveryTenant,
+}
+
+impl TargetScope {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "fleet" => Ok(TargetScope::Fleet),
+            "tenant" => Ok(TargetScope::EveryTenant),
+            _ => Err(AutoSloError::UnknownPolicy { name: name.into(), known: "fleet, tenant".into() }),
+        }
+    }
+}
+
+/// Each tenant's violation rate over `outcomes`, by name: its violations over its queries,
+/// summed across the workloads (`Mean`), or its worst workload's rate (`Worst`).
+pub fn tenant_violation_rates(outcomes: &[SimOutcome], alpha: Aggregate) -> Vec<(String, f64)> {
+    let mut by: std::collections::BTreeMap<&str, (usize, usize, f64)> = std::collections::BTreeMap::new();
+    for t in outcomes.iter().flat_map(|o| &o.tenants) {
+        let e = by.entry(t.tenant.as_str()).or_insert((0, 0, 0.0));
+        e.0 += t.queries;
+        e.1 += t.violations;
+        if t.queries > 0 {
+            e.2 = e.2.max(t.violations as f64 / t.queries as f64);
+        }
+    }
+    by.into_iter()
+        .filter(|(_, (q, _, _))| *q > 0)
+        .map(|(name, (q, v, worst))| {
+            let rate = match alpha {
+                Aggregate::Mean => v as f64 / q as f64,
+                Aggregate::Worst => worst,
+            };
+            (name.to_string(), rate)
+        })
+        .collect()
+}
+
+/// `AggPerf`: (violation rate, cost) of one configuration over its workloads. With
+/// [`TargetScope::EveryTenant`] the violation rate is the larger of the fleet's and the worst
+/// tenant's ([`tenant_violation_rates`]), so that BestWithTarget's τ holds for every tenant.
+pub fn agg_perf(outcomes: &[SimOutcome], alpha: Aggregate, scope: TargetScope) -> (f64, f64) {
     if outcomes.is_empty() {
         return (0.0, 0.0);
     }
@@ -80,7 +137,10 @@ pub fn agg_perf(outcomes: &[SimOutcome], alpha: Aggregate) -> (f64, f64) {
         Aggregate::Mean => outcomes.iter().map(SimOutcome::violation_rate).sum::<f64>() / n,
         Aggregate::Worst => outcomes.iter().map(SimOutcome::violation_rate).fold(0.0, f64::max),
     };
-    (v, cost)
+    match scope {
+        TargetScope::Fleet => (v, cost),
+        TargetScope::EveryTenant => (tenant_violation_rates(outcomes, alpha).into_iter().map(|(_, r)| r).fold(v, f64::max), cost),
+    }
 }
 
 /// Settings shared by every simulation of a batch.
@@ -215,15 +275,24 @@ pub fn simulate_config_with_progress(predictor: &Predictor, config: &ExecutionCo
     let trace = simulate_with_progress(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim.clone(), progress)?;
     let qs = workload.queries();
     let mut violations = 0;
+    let mut per_tenant = vec![(0usize, 0usize); workload.tenants().len()];
     let mut log = Vec::with_capacity(if settings.keep_logs { trace.rows.len() } else { 0 });
     for r in &trace.rows {
-        let violated = !r.met(qs[r.query].slo);
+        let q = &qs[r.query];
+        let violated = !r.met(q.slo);
         violations += usize::from(violated);
+        if let Some(t) = per_tenant.get_mut(q.tenant as usize) {
+            t.0 += 1;
+            t.1 += usize::from(violated);
+        }
         if settings.keep_logs {
             log.push(LoggedQuery { arrival: r.arrival, end: r.end, violated });
         }
     }
-    Ok(SimOutcome { queries: trace.rows.len(), violations, cost: trace.total_cost(), clusters: trace.clusters.len(), log })
+    let mut tenants: Vec<TenantOutcome> =
+        workload.tenants().iter().zip(per_tenant).filter(|(_, (q, _))| *q > 0).map(|(name, (queries, violations))| TenantOutcome { tenant: name.clone(), queries, violations }).collect();
+    tenants.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    Ok(SimOutcome { queries: trace.rows.len(), violations, cost: trace.total_cost(), clusters: trace.clusters.len(), tenants, log })
 }
 
 /// `SimulateBatch`: the result matrix R[i][j] of configuration i on workload j.

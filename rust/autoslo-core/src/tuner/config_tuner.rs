@@ -10,7 +10,7 @@ use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::rng::Rng;
 use crate::slo::{best_with_target_within, rank_with_target};
-use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings};
+use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings, TargetScope};
 use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig};
 use crate::workload::Workload;
 
@@ -216,6 +216,8 @@ pub struct ConfigTunerParams {
     /// Candidates carried from training to validation.
     pub top_k: usize,
     pub alpha: Aggregate,
+    /// Whose violation rate τ holds (the fleet's, as listed, or every tenant's too).
+    pub scope: TargetScope,
     /// Target violation rate τ of BestWithTarget.
     pub tau: f64,
     /// Refuse grids larger than this (simulations = points × training workloads).
@@ -228,7 +230,7 @@ pub struct ConfigTunerParams {
 
 impl Default for ConfigTunerParams {
     fn default() -> Self {
-        Self { strategy: Strategy::CoordinateDescent { sweeps: 1 }, top_k: 3, alpha: Aggregate::Mean, tau: 0.1, max_candidates: 512, cost_tolerance: 0.0 }
+        Self { strategy: Strategy::CoordinateDescent { sweeps: 1 }, top_k: 3, alpha: Aggregate::Mean, scope: TargetScope::Fleet, tau: 0.1, max_candidates: 512, cost_tolerance: 0.0 }
     }
 }
 
@@ -284,7 +286,7 @@ pub fn tune_config(
         }
         let r = simulate_batch(predictor, &fresh, training, &settings, backend, control)?;
         sims += fresh.len() * training.len();
-        evaluated.extend(fresh.into_iter().zip(&r).map(|(config, o)| Evaluated { config, training: agg_perf(o, params.alpha), validation: None }));
+        evaluated.extend(fresh.into_iter().zip(&r).map(|(config, o)| Evaluated { config, training: agg_perf(o, params.alpha, params.scope), validation: None }));
         Ok(())
     };
     eval(vec![base.clone()], &mut evaluated)?;
@@ -382,7 +384,7 @@ pub fn tune_config(
     let top: Vec<ExecutionConfig> = order.iter().map(|&i| evaluated[i].config.clone()).collect();
     let val = simulate_batch(predictor, &top, validation, &settings, backend, control)?;
     sims += top.len() * validation.len();
-    let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha)).collect();
+    let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha, params.scope)).collect();
     for (&i, &p) in order.iter().zip(&points) {
         evaluated[i].validation = Some(p);
     }

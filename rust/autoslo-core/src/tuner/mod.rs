@@ -13,7 +13,7 @@ pub mod config_tuner;
 pub mod forecaster;
 pub mod scheduler;
 
-pub use batch::{agg_perf, simulate_batch, simulate_config, simulate_pairs, Aggregate, Batch, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome};
+pub use batch::{agg_perf, simulate_batch, simulate_config, simulate_pairs, tenant_violation_rates, Aggregate, Batch, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome, TargetScope, TenantOutcome};
 pub use config::{AutoscalerKnobs, ExecutionConfig, Provenance, ScheduledSpinup};
 pub use config_tuner::{tune_config, ConfigTuneResult, ConfigTunerParams, SearchSpace, Strategy, DEFAULT_T_IDLE_S};
 pub use forecaster::{forecast, weekday, ArrivalModel, ArrivalRow, CountRow, Date, ForecastPolicy, ForecastSettings, Forecasts, History};
@@ -117,6 +117,10 @@ pub struct TunerSpec {
     pub sigma_min_s: f64,
     /// α: `mean` or `worst`.
     pub alpha: String,
+    /// Whose violation rate τ holds: `fleet` (the paper's) or `tenant` (**a change**: the fleet's
+    /// and every tenant's, [`TargetScope::EveryTenant`]), in ScheduleSpinups' choices and the
+    /// Configuration Tuner's. FindGoodSpinupTime's delinquency stays the fleet's, as listed.
+    pub tau_scope: String,
     /// The Configuration Tuner: `grid`, `random` (with `budget` candidates),
     /// `coordinate-descent` (with `budget` sweeps) or `adaptive-batch` (stopping after `budget` + 1
     /// batches without a better configuration), keeping `top_k` for validation.
@@ -157,6 +161,7 @@ impl Default for TunerSpec {
             delinquent_k: None,
             sigma_min_s: 1800.0,
             alpha: "mean".into(),
+            tau_scope: "fleet".into(),
             strategy: "coordinate-descent".into(),
             budget: 1,
             top_k: 3,
@@ -224,10 +229,12 @@ impl TunerSpec {
         let forecast = ForecastSettings { policy: ForecastPolicy::parse(&self.forecast_policy, self.decay)?, forecasts: self.forecasts, training_share: self.training_share, seed: self.seed, arrivals: ArrivalModel::parse(&self.arrivals)?, ..ForecastSettings::default() };
         let n_train = ((self.forecasts as f64 * self.training_share).round() as usize).clamp(1, self.forecasts.max(2) - 1);
         let alpha = Aggregate::parse(&self.alpha)?;
+        let scope = TargetScope::parse(&self.tau_scope).map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: tau_scope: {e}")))?;
         let tau_sim = self.tau_simulated.unwrap_or(self.tau);
         let scheduler = SchedulerParams {
             eta: self.eta,
             alpha,
+            scope,
             sizes: self.spinup_sizes.clone(),
             phi: self.phi,
             tau_target: tau_sim,
@@ -235,7 +242,7 @@ impl TunerSpec {
             spinup_time: SpinupTimeParams { k: self.delinquent_k.unwrap_or(n_train.div_ceil(2)), spinup_s, sigma_min_s: self.sigma_min_s },
         }
         .validated()?;
-        let config_tuner = ConfigTunerParams { strategy: Strategy::parse(&self.strategy, self.budget, self.seed)?, top_k: self.top_k, alpha, tau: tau_sim, cost_tolerance: self.cost_tolerance, ..ConfigTunerParams::default() };
+        let config_tuner = ConfigTunerParams { strategy: Strategy::parse(&self.strategy, self.budget, self.seed)?, top_k: self.top_k, alpha, scope, tau: tau_sim, cost_tolerance: self.cost_tolerance, ..ConfigTunerParams::default() };
         Ok(PolicyTunerParams { forecast, initial, scheduler, space: self.space.clone(), config_tuner })
     }
 }
@@ -253,8 +260,10 @@ pub struct TuneReport {
     pub validation_forecasts: usize,
     /// Mean queries per forecast.
     pub forecast_queries: f64,
-    /// (violation rate, cost) of `config` on the validation forecasts.
+    /// (the fleet's violation rate, cost) of `config` on the validation forecasts, by α.
     pub validation: (f64, f64),
+    /// Each tenant's violation rate under `config` on the validation forecasts (by α), by name.
+    pub validation_tenants: Vec<(String, f64)>,
     pub simulations: usize,
 }
 
@@ -278,6 +287,14 @@ pub fn tune(predictor: &Predictor, history: &History, target: Date, slo: &SloTab
         }
         Some(t)
     };
+    // Each tenant's figures on validation: the chosen configuration once more (a simulation is
+    // deterministic, so this is what its choice saw).
+    let chosen = simulate_batch(predictor, std::slice::from_ref(&config), &f.validation, &BatchSettings { keep_logs: false, ..settings.clone() }, backend, control)?;
+    simulations += f.validation.len();
+    if let Some(o) = chosen.first() {
+        validation = agg_perf(o, params.scheduler.alpha, TargetScope::Fleet);
+    }
+    let validation_tenants = chosen.first().map(|o| tenant_violation_rates(o, params.scheduler.alpha)).unwrap_or_default();
     config.provenance = Some(Provenance {
         generated_by: Some(format!("autoslo {}", env!("CARGO_PKG_VERSION"))),
         day: Some(date_string(target)),
@@ -298,6 +315,7 @@ pub fn tune(predictor: &Predictor, history: &History, target: Date, slo: &SloTab
         validation_forecasts: f.validation.len(),
         forecast_queries,
         validation,
+        validation_tenants,
         simulations,
     })
 }

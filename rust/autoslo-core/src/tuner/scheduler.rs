@@ -5,7 +5,7 @@
 use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::slo::best_with_target;
-use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings, LoggedQuery, SimOutcome};
+use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings, LoggedQuery, SimOutcome, TargetScope};
 use crate::tuner::config::ExecutionConfig;
 use crate::workload::Workload;
 
@@ -96,6 +96,8 @@ pub struct SchedulerParams {
     pub eta: usize,
     /// Aggregation α of per-workload outcomes.
     pub alpha: Aggregate,
+    /// Whose violation rate τ holds (the fleet's, as listed, or every tenant's too).
+    pub scope: TargetScope,
     /// Eligible sizes S of scheduled spinups.
     pub sizes: Vec<u32>,
     /// Maximum attempts per round φ.
@@ -109,7 +111,7 @@ pub struct SchedulerParams {
 
 impl Default for SchedulerParams {
     fn default() -> Self {
-        Self { eta: 5, alpha: Aggregate::Mean, sizes: vec![16, 32], phi: 3, tau_target: 0.1, tau: 0.1, spinup_time: SpinupTimeParams { k: 1, spinup_s: 300.0, sigma_min_s: 1800.0 } }
+        Self { eta: 5, alpha: Aggregate::Mean, scope: TargetScope::Fleet, sizes: vec![16, 32], phi: 3, tau_target: 0.1, tau: 0.1, spinup_time: SpinupTimeParams { k: 1, spinup_s: 300.0, sigma_min_s: 1800.0 } }
     }
 }
 
@@ -193,7 +195,7 @@ pub fn schedule_spinups(
         // Lines 5–8.
         let mut gamma: Vec<Vec<f64>> = vec![Vec::new(); initial.len()];
         for (pos, &i) in alive_at_all.iter().enumerate() {
-            base[i] = agg_perf(&lambda[pos], params.alpha);
+            base[i] = agg_perf(&lambda[pos], params.alpha, params.scope);
             let logs: Vec<&[LoggedQuery]> = lambda[pos].iter().map(|o| o.log.as_slice()).collect();
             gamma[i] = find_good_spinup_time(&logs, params.tau_target, &params.spinup_time);
         }
@@ -217,7 +219,7 @@ pub fn schedule_spinups(
                 // The current configuration first, so that an exact tie keeps it (only an
                 // improvement is accepted).
                 let mut points = vec![base[i]];
-                points.extend(results[pos * ns..(pos + 1) * ns].iter().map(|r: &Vec<SimOutcome>| agg_perf(r, params.alpha)));
+                points.extend(results[pos * ns..(pos + 1) * ns].iter().map(|r: &Vec<SimOutcome>| agg_perf(r, params.alpha, params.scope)));
                 let b = best_with_target(&points, params.tau_target).unwrap_or(0);
                 if b != 0 {
                     best[i] = trials[pos * ns + b - 1].clone();
@@ -236,14 +238,14 @@ pub fn schedule_spinups(
     // Lines 26–28.
     let val = simulate_batch(predictor, &best, validation, &no_logs, backend, control)?;
     sims += best.len() * validation.len();
-    let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha)).collect();
+    let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha, params.scope)).collect();
     let chosen = best_with_target(&points, params.tau).unwrap_or(0);
     // `base` holds each final configuration's training figures (set when it was last simulated
     // or accepted); with η = 0 nothing was simulated on the training workloads yet.
     if params.eta == 0 {
         let tr = simulate_batch(predictor, &best, training, &no_logs, backend, control)?;
         sims += best.len() * training.len();
-        base = tr.iter().map(|r| agg_perf(r, params.alpha)).collect();
+        base = tr.iter().map(|r| agg_perf(r, params.alpha, params.scope)).collect();
     }
     let candidates = (0..initial.len()).map(|i| CandidateReport { initial: initial[i].clone(), best: best[i].clone(), training: base[i], validation: points[i] }).collect();
     Ok(ScheduleResult { best: best[chosen].clone(), chosen, candidates, simulations: sims })

@@ -39,6 +39,36 @@ fn find_good_spinup_time_marks_congestion_delta_early_and_spaces_candidates() {
     assert!(find_good_spinup_time(&[], 0.1, &p).is_empty());
 }
 
+fn outcome(queries: usize, violations: usize, cost: f64, tenants: &[(&str, usize, usize)]) -> SimOutcome {
+    let tenants = tenants.iter().map(|&(t, q, v)| TenantOutcome { tenant: t.into(), queries: q, violations: v }).collect();
+    SimOutcome { queries, violations, cost, clusters: 1, tenants, log: Vec::new() }
+}
+
+#[test]
+fn the_tenant_scope_holds_the_worst_tenant_to_the_target() {
+    // Two workloads, 5 % late fleet-wide each; tenant b is 30 % late in one, 10 % in the other.
+    let os = [outcome(100, 5, 10.0, &[("a", 80, 2), ("b", 20, 3)]), outcome(200, 10, 20.0, &[("a", 190, 9), ("b", 10, 1)])];
+    assert_eq!(agg_perf(&os, Aggregate::Mean, TargetScope::Fleet), (0.05, 15.0));
+    // b: 4 of its 30 queries over both (pooled), or its worst workload's 15 %.
+    let rates = tenant_violation_rates(&os, Aggregate::Mean);
+    assert_eq!(rates.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert!((rates[0].1 - 11.0 / 270.0).abs() < 1e-12 && (rates[1].1 - 4.0 / 30.0).abs() < 1e-12, "{rates:?}");
+    assert_eq!(tenant_violation_rates(&os, Aggregate::Worst)[1].1, 0.15);
+    let (v, c) = agg_perf(&os, Aggregate::Mean, TargetScope::EveryTenant);
+    assert!((v - 4.0 / 30.0).abs() < 1e-12 && c == 15.0, "{v} {c}");
+    assert_eq!(agg_perf(&os, Aggregate::Worst, TargetScope::EveryTenant).0, 0.15);
+    // A fleet worse than each tenant's mean still counts (the larger of the two).
+    let fleet_worst = [outcome(10, 5, 1.0, &[("a", 10, 5)]), outcome(10, 0, 1.0, &[("a", 10, 0)])];
+    assert_eq!(agg_perf(&fleet_worst, Aggregate::Worst, TargetScope::EveryTenant).0, 0.5);
+    // So BestWithTarget at τ = 0.1 takes the fleet's 5 % under one scope and refuses it under the other.
+    assert!(agg_perf(&os, Aggregate::Mean, TargetScope::Fleet).0 <= 0.1 && agg_perf(&os, Aggregate::Mean, TargetScope::EveryTenant).0 > 0.1);
+    assert_eq!(TargetScope::parse("tenant").unwrap(), TargetScope::EveryTenant);
+    assert!(TargetScope::parse("tenants").unwrap_err().to_string().contains("fleet, tenant"));
+    let bad = TunerSpec { tau_scope: "per-tenant".into(), ..TunerSpec::default() };
+    assert!(bad.params(300.0).unwrap_err().to_string().contains("tau_scope"));
+    assert_eq!(TunerSpec { tau_scope: "tenant".into(), ..TunerSpec::default() }.params(300.0).unwrap().config_tuner.scope, TargetScope::EveryTenant);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
@@ -187,12 +217,17 @@ mod simulated {
         assert_eq!(control.progress(), (6, 6));
         for (j, w) in ws.iter().enumerate() {
             assert_eq!(m[1][j], simulate_config(&p, &planned, w, &settings).unwrap(), "batch = single run");
+            // Every query is counted under exactly one tenant.
+            for o in [&m[0][j], &m[1][j]] {
+                assert!(!o.tenants.is_empty());
+                assert_eq!(o.tenants.iter().map(|t| (t.queries, t.violations)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)), (o.queries, o.violations));
+            }
             assert_eq!(m[0][j].log.len(), w.len());
             assert_eq!(m[1][j].clusters, 2);
         }
         // The scheduled cluster helps: fewer violations on every workload.
-        let (v0, _) = agg_perf(&m[0], Aggregate::Mean);
-        let (v1, _) = agg_perf(&m[1], Aggregate::Mean);
+        let (v0, _) = agg_perf(&m[0], Aggregate::Mean, TargetScope::Fleet);
+        let (v1, _) = agg_perf(&m[1], Aggregate::Mean, TargetScope::Fleet);
         assert!(v1 < v0, "{v1} !< {v0}");
         // A cancelled control stops the batch.
         control.cancel();
@@ -273,7 +308,7 @@ mod simulated {
         let control = BatchControl::new();
         let r = schedule_spinups(&p, &[init.clone()], train, val, &params, &BatchSettings::default(), &RayonBackend, &control).unwrap();
         assert!(!r.best.scheduled_spinups.is_empty() && r.best.scheduled_spinups.len() <= 2, "{:?}", r.best);
-        let base = agg_perf(&simulate_batch(&p, &[init.clone()], train, &BatchSettings::default(), &RayonBackend, &control).unwrap()[0], Aggregate::Mean);
+        let base = agg_perf(&simulate_batch(&p, &[init.clone()], train, &BatchSettings::default(), &RayonBackend, &control).unwrap()[0], Aggregate::Mean, TargetScope::Fleet);
         let c = &r.candidates[0];
         assert!(c.training.0 < base.0, "the accepted spinups improve training: {:?} vs {base:?}", c.training);
         assert_eq!(control.progress().0, control.progress().1);
