@@ -65,13 +65,7 @@ def main() -> None:
                 r = tune(world.reservoir, target, settings=settings, history_days=args.history, kappa=args.kappa, predictor=predictor)
                 run = emulate(day, config=held_to_policy(r.config, policy), seed=seed, predictor=predictor)
                 worst = run.worst_tenants(1).to_pylist()[0]
-                counts: dict[str, list[int]] = {}
-                for g in run.per_tenant_class().to_pylist():
-                    c = counts.setdefault(g["tenant"], [0, 0])
-                    c[0] += g["queries"]
-                    c[1] += g["violations"]
-                per_tenant = {t: v / q for t, (q, v) in counts.items()}
-                worst_tenant = max(per_tenant.items(), key=lambda kv: kv[1])
+                worst_tenant = max(run.violation_rates("tenant").items(), key=lambda kv: kv[1])
                 rows.append(
                     {
                         "seed": seed,

@@ -392,6 +392,19 @@ def test_slo_policy_tiers_and_cost_centers_ride_through_a_run() -> None:
     assert set(res.trace["tier"].to_pylist()) == {"premium", "standard"}
     cc = res.chargeback(("cost_center",))
     assert cc["cost_center"].to_pylist() == ["cc-1", "cc-2", "cc-3"] and pc.sum(cc["cost_micro_usd"]).as_py() == pc.sum(res.clusters["cost_micro_usd"]).as_py()
+    # Violation rates by any column: per tenant they agree with the tenant x class report, and the
+    # fleet's rate is their mean weighted by queries.
+    groups = res.per_tenant_class().to_pylist()
+    by_tenant = res.violation_rates("tenant")
+    assert list(by_tenant) == ["tenant-1", "tenant-2", "tenant-3"]
+    for t, rate in by_tenant.items():
+        mine = [g for g in groups if g["tenant"] == t]
+        assert rate == pytest.approx(sum(g["violations"] for g in mine) / sum(g["queries"] for g in mine))
+    n = {t: sum(g["queries"] for g in groups if g["tenant"] == t) for t in by_tenant}
+    assert sum(by_tenant[t] * n[t] for t in n) / sum(n.values()) == pytest.approx(res.violation_rate)
+    assert set(res.violation_rates("tier")) == {"premium", "standard"} and set(res.violation_rates("class")) <= {"dashboard", "adhoc", "report", "backfill"}
+    with pytest.raises(ValueError, match="the trace has no column 'team'"):
+        res.violation_rates("team")
     with pytest.raises(autoslo.AutoSloCoreError, match="a second rule for tier `\\*` and class `adhoc`"):
         ExecutionConfig({"initial_clusters": [16], "slo_policy": {"deadlines": [{"tier": "*", "class": "adhoc", "deadline_s": 1}] * 2}})
     with pytest.raises(autoslo.AutoSloCoreError, match="unknown field `deadline`"):

@@ -158,6 +158,18 @@ class EmulationResult:
         g = g.append_column("violation_rate", rate).append_column("attainment", pc.subtract(1.0, rate))
         return g.sort_by([("tenant", "ascending"), ("class", "ascending")])
 
+    def violation_rates(self, by: str = "tenant") -> dict[str, float]:
+        """The violation rate (all but the queries that met their SLO, over the queries offered)
+        per value of the trace column ``by``: ``tenant`` (default), ``class``, or any column the
+        workload carried (``tier``, ``cost_center``, …), sorted by value."""
+        t = self.trace
+        if by not in t.column_names:
+            raise ValueError(f"the trace has no column {by!r} (it has {', '.join(t.column_names)})")
+        missed = pc.cast(pc.invert(pc.fill_null(t["met"], False)), pa.int64())
+        g = pa.table({"key": t[by], "missed": missed}).group_by("key").aggregate([("missed", "sum"), ("missed", "count")])
+        rates = zip(g["key"].to_pylist(), g["missed_sum"].to_pylist(), g["missed_count"].to_pylist())
+        return {str(k): v / n for k, v, n in sorted(rates, key=lambda r: str(r[0]))}
+
     def worst_tenants(self, k: int = 5) -> pa.Table:
         """The ``k`` tenant × class populations with the lowest attainment (ties: more queries
         first): who a fleet-wide figure hides."""

@@ -7,21 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow.compute as pc
-
-from autoslo.emulation import EmulationResult, emulate
+from autoslo.emulation import emulate
 from autoslo.tenancy import AdmissionQueue, Reservation, Share
 from autoslo.workloads import redbench_workload
-
-
-def _violation_rates(r: EmulationResult, column: str) -> dict[str, float]:
-    """Violation rate per value of ``column`` (``tenant`` or ``class``)."""
-    t = r.trace
-    out = {}
-    for key in sorted(set(t[column].to_pylist())):
-        s = t.filter(pc.equal(t[column], key))
-        out[key] = 1.0 - pc.sum(pc.cast(pc.fill_null(s["met"], False), "int64")).as_py() / s.num_rows
-    return out
 
 
 def premium_tenant(seed: int = 2, premium: str = "tenant-3", tau: float = 0.10) -> dict[str, Any]:
@@ -49,7 +37,7 @@ def premium_tenant(seed: int = 2, premium: str = "tenant-3", tau: float = 0.10) 
     out: dict[str, Any] = {"seed": seed, "premium": premium, "tau": tau, "runs": []}
     for name, (clusters, kw) in runs.items():
         r = emulate(wl, clusters, routing="autoslo", **kw)
-        per = _violation_rates(r, "tenant")
+        per = r.violation_rates("tenant")
         worst = r.worst_tenants(1).to_pylist()[0]
         out["runs"].append(
             {
@@ -91,5 +79,5 @@ def deferred_batch(seeds: tuple[int, ...] = (0, 2, 3), background_slots: int = 1
         }
         for name, queue in runs.items():
             r = emulate(wl, [16, 16], routing="autoslo", queue=queue)
-            out["rows"].append({"seed": seed, "run": name, "violation_rate": r.violation_rate, "per_class": _violation_rates(r, "class"), "cost": r.cost, "refused": r.rejected, "timeouts": r.timeouts})
+            out["rows"].append({"seed": seed, "run": name, "violation_rate": r.violation_rate, "per_class": r.violation_rates("class"), "cost": r.cost, "refused": r.rejected, "timeouts": r.timeouts})
     return out
