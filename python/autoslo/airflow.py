@@ -198,7 +198,7 @@ def check(validation: Mapping[str, Any], tau: float | None = None) -> dict[str, 
         if over:
             named = ", ".join(f"{t} {float(r):.1%}" for t, r in over.items())
             raise ViolationRateAboveTarget(
-                f"the configuration for {validation['day']} holds every tenant to τ = {tau:.1%}, but on {validation['forecasts']} held-out forecasts {named} of their SLOs are violated; {advice}"
+                f"the configuration for {validation['day']} holds every tenant to τ = {tau:.1%}, but on {validation['forecasts']} held-out forecasts a tenant's violation rate exceeds it ({named}); {advice}"
             )
     return dict(validation)
 

@@ -141,7 +141,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tau = result.config.as_dict()["provenance"]["tau"]
         over = [t for t, v in tenants.items() if v > tau]
         print("  per tenant: " + ", ".join(f"{t} {v:.4f}" for t, v in tenants.items()))
-        if over and settings.tau_scope == "fleet":
+        if over and settings.tau_scope == "fleet" and result.validation_violation_rate <= tau:
             print(f"  {', '.join(over)} above τ = {tau:g} where the fleet meets it; --tau-scope tenant holds every tenant to τ")
     print(f"wrote {args.out} (run it: autoslo emulate --config {args.out} ...)")
     return 0
