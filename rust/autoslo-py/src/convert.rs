@@ -303,7 +303,6 @@ pub fn history_in(counts: PyTable, arrivals: PyTable, days: Vec<i32>) -> PyResul
 /// per-tenant lists `tenant`, `tenant_queries`, `tenant_violations`, and with logs the per-query
 /// lists `arrival`, `end`, `violated`.
 pub fn outcomes_table(jobs: &[u64], outs: &[autoslo_core::tuner::SimOutcome], keep_logs: bool) -> PyResult<PyTable> {
-    use arrow_array::builder::ListBuilder;
     let mut cols = vec![
         ("job", i64s(jobs.iter().map(|&j| j as i64))),
         ("queries", i64s(outs.iter().map(|o| o.queries as i64))),
@@ -311,37 +310,47 @@ pub fn outcomes_table(jobs: &[u64], outs: &[autoslo_core::tuner::SimOutcome], ke
         ("cost", f64s(outs.iter().map(|o| o.cost))),
         ("clusters", i64s(outs.iter().map(|o| o.clusters as i64))),
     ];
-    let (mut tn, mut tq, mut tv) = (ListBuilder::new(StringBuilder::new()), ListBuilder::new(Int64Builder::new()), ListBuilder::new(Int64Builder::new()));
-    for o in outs {
-        for t in &o.tenants {
-            tn.values().append_value(&t.tenant);
-            tq.values().append_value(t.queries as i64);
-            tv.values().append_value(t.violations as i64);
-        }
-        tn.append(true);
-        tq.append(true);
-        tv.append(true);
-    }
-    cols.push(("tenant", Arc::new(tn.finish())));
-    cols.push(("tenant_queries", Arc::new(tq.finish())));
-    cols.push(("tenant_violations", Arc::new(tv.finish())));
+    let [tn, tq, tv] = list_columns(outs, |o| &o.tenants, (StringBuilder::new(), Int64Builder::new(), Int64Builder::new()), |(n, q, v), t| {
+        n.append_value(&t.tenant);
+        q.append_value(t.queries as i64);
+        v.append_value(t.violations as i64);
+    });
+    cols.extend([("tenant", tn), ("tenant_queries", tq), ("tenant_violations", tv)]);
     if keep_logs {
-        let (mut a, mut e, mut v) = (ListBuilder::new(Float64Builder::new()), ListBuilder::new(Float64Builder::new()), ListBuilder::new(BooleanBuilder::new()));
-        for o in outs {
-            for q in &o.log {
-                a.values().append_value(q.arrival);
-                e.values().append_value(q.end);
-                v.values().append_value(q.violated);
-            }
-            a.append(true);
-            e.append(true);
-            v.append(true);
-        }
-        cols.push(("arrival", Arc::new(a.finish())));
-        cols.push(("end", Arc::new(e.finish())));
-        cols.push(("violated", Arc::new(v.finish())));
+        let [a, e, v] = list_columns(outs, |o| &o.log, (Float64Builder::new(), Float64Builder::new(), BooleanBuilder::new()), |(a, e, v), q| {
+            a.append_value(q.arrival);
+            e.append_value(q.end);
+            v.append_value(q.violated);
+        });
+        cols.extend([("arrival", a), ("end", e), ("violated", v)]);
     }
     table(cols)
+}
+
+/// Three list columns with one list per outcome: `push` appends each item of `items(outcome)` to
+/// the three value builders.
+fn list_columns<T, A, B, C>(
+    outs: &[autoslo_core::tuner::SimOutcome],
+    items: impl Fn(&autoslo_core::tuner::SimOutcome) -> &[T],
+    (a, b, c): (A, B, C),
+    mut push: impl FnMut((&mut A, &mut B, &mut C), &T),
+) -> [ArrayRef; 3]
+where
+    A: arrow_array::builder::ArrayBuilder,
+    B: arrow_array::builder::ArrayBuilder,
+    C: arrow_array::builder::ArrayBuilder,
+{
+    use arrow_array::builder::ListBuilder;
+    let (mut la, mut lb, mut lc) = (ListBuilder::new(a), ListBuilder::new(b), ListBuilder::new(c));
+    for o in outs {
+        for item in items(o) {
+            push((la.values(), lb.values(), lc.values()), item);
+        }
+        la.append(true);
+        lb.append(true);
+        lc.append(true);
+    }
+    [Arc::new(la.finish()), Arc::new(lb.finish()), Arc::new(lc.finish())]
 }
 
 /// Table (as [`outcomes_table`] writes it) → (job, outcome) pairs.
