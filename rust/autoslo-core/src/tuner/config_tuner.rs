@@ -10,7 +10,7 @@ use crate::error::{AutoSloError, Result};
 use crate::predictor::Predictor;
 use crate::rng::Rng;
 use crate::slo::{best_with_target_within, rank_with_target};
-use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings, TargetScope};
+use crate::tuner::batch::{agg_perf, simulate_batch, Aggregate, BatchBackend, BatchControl, BatchSettings, SimOutcome, TargetScope};
 use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig};
 use crate::workload::Workload;
 
@@ -249,6 +249,8 @@ pub struct ConfigTuneResult {
     pub best: ExecutionConfig,
     /// Every candidate, in evaluation order (the base first).
     pub evaluated: Vec<Evaluated>,
+    /// `best`'s outcomes on the validation workloads (without per-query logs).
+    pub validation_outcomes: Vec<SimOutcome>,
     pub simulations: usize,
 }
 
@@ -382,14 +384,14 @@ pub fn tune_config(
     let mut order = rank_with_target(&training, params.tau, params.cost_tolerance);
     order.truncate(params.top_k);
     let top: Vec<ExecutionConfig> = order.iter().map(|&i| evaluated[i].config.clone()).collect();
-    let val = simulate_batch(predictor, &top, validation, &settings, backend, control)?;
+    let mut val = simulate_batch(predictor, &top, validation, &settings, backend, control)?;
     sims += top.len() * validation.len();
     let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha, params.scope)).collect();
     for (&i, &p) in order.iter().zip(&points) {
         evaluated[i].validation = Some(p);
     }
     let chosen = best_with_target_within(&points, params.tau, params.cost_tolerance).unwrap_or(0);
-    Ok(ConfigTuneResult { best: top[chosen].clone(), evaluated, simulations: sims })
+    Ok(ConfigTuneResult { best: top[chosen].clone(), evaluated, validation_outcomes: std::mem::take(&mut val[chosen]), simulations: sims })
 }
 
 #[cfg(test)]

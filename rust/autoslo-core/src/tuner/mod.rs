@@ -273,28 +273,22 @@ pub fn tune(predictor: &Predictor, history: &History, target: Date, slo: &SloTab
     let f = forecast(history, target, slo, &params.forecast)?;
     let forecast_queries = f.training.iter().chain(&f.validation).map(|w| w.len() as f64).sum::<f64>() / (f.training.len() + f.validation.len()) as f64;
     let schedule = schedule_spinups(predictor, &params.initial, &f.training, &f.validation, &params.scheduler, settings, backend, control)?;
-    let mut validation = schedule.candidates[schedule.chosen].validation;
     let mut simulations = schedule.simulations;
-    let mut config = schedule.best.clone();
     let tuning = if params.space == SearchSpace::default() {
         None
     } else {
         let t = tune_config(predictor, &schedule.best, &params.space, &f.training, &f.validation, &params.config_tuner, settings, backend, control)?;
         simulations += t.simulations;
-        config = t.best.clone();
-        if let Some(v) = t.evaluated.iter().find(|e| e.config == config).and_then(|e| e.validation) {
-            validation = v;
-        }
         Some(t)
     };
-    // Each tenant's figures on validation: the chosen configuration once more (a simulation is
-    // deterministic, so this is what its choice saw).
-    let chosen = simulate_batch(predictor, std::slice::from_ref(&config), &f.validation, &BatchSettings { keep_logs: false, ..settings.clone() }, backend, control)?;
-    simulations += f.validation.len();
-    if let Some(o) = chosen.first() {
-        validation = agg_perf(o, params.scheduler.alpha, TargetScope::Fleet);
-    }
-    let validation_tenants = chosen.first().map(|o| tenant_violation_rates(o, params.scheduler.alpha)).unwrap_or_default();
+    // The chosen configuration's figures on validation, from the simulations that chose it: the
+    // fleet's rate (whatever the scope) and each tenant's.
+    let (mut config, chosen) = match &tuning {
+        Some(t) => (t.best.clone(), &t.validation_outcomes),
+        None => (schedule.best.clone(), &schedule.validation_outcomes),
+    };
+    let validation = agg_perf(chosen, params.scheduler.alpha, TargetScope::Fleet);
+    let validation_tenants = tenant_violation_rates(chosen, params.scheduler.alpha);
     config.provenance = Some(Provenance {
         generated_by: Some(format!("autoslo {}", env!("CARGO_PKG_VERSION"))),
         day: Some(date_string(target)),

@@ -154,6 +154,8 @@ pub struct ScheduleResult {
     /// Index of E★ in `candidates`.
     pub chosen: usize,
     pub candidates: Vec<CandidateReport>,
+    /// E★'s outcomes on the validation workloads (without per-query logs).
+    pub validation_outcomes: Vec<SimOutcome>,
     /// Simulations run.
     pub simulations: usize,
 }
@@ -236,7 +238,7 @@ pub fn schedule_spinups(
         }
     }
     // Lines 26–28.
-    let val = simulate_batch(predictor, &best, validation, &no_logs, backend, control)?;
+    let mut val = simulate_batch(predictor, &best, validation, &no_logs, backend, control)?;
     sims += best.len() * validation.len();
     let points: Vec<(f64, f64)> = val.iter().map(|r| agg_perf(r, params.alpha, params.scope)).collect();
     let chosen = best_with_target(&points, params.tau).unwrap_or(0);
@@ -248,5 +250,5 @@ pub fn schedule_spinups(
         base = tr.iter().map(|r| agg_perf(r, params.alpha, params.scope)).collect();
     }
     let candidates = (0..initial.len()).map(|i| CandidateReport { initial: initial[i].clone(), best: best[i].clone(), training: base[i], validation: points[i] }).collect();
-    Ok(ScheduleResult { best: best[chosen].clone(), chosen, candidates, simulations: sims })
+    Ok(ScheduleResult { best: best[chosen].clone(), chosen, candidates, validation_outcomes: std::mem::take(&mut val[chosen]), simulations: sims })
 }

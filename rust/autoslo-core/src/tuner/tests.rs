@@ -312,12 +312,17 @@ mod simulated {
         let c = &r.candidates[0];
         assert!(c.training.0 < base.0, "the accepted spinups improve training: {:?} vs {base:?}", c.training);
         assert_eq!(control.progress().0, control.progress().1);
+        // The outcomes handed back are E★'s on validation: what a fresh simulation of it gives.
+        let again = |cfg: &ExecutionConfig| simulate_batch(&p, std::slice::from_ref(cfg), val, &BatchSettings { keep_logs: false, ..Default::default() }, &RayonBackend, &control).unwrap().remove(0);
+        assert_eq!(r.validation_outcomes, again(&r.best));
+        assert_eq!(agg_perf(&r.validation_outcomes, Aggregate::Mean, TargetScope::Fleet), r.candidates[r.chosen].validation);
 
         let space = SearchSpace { initial_clusters: vec![vec![8], vec![16]], ..Default::default() };
         let t = tune_config(&p, &init, &space, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::Grid, top_k: 2, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &control).unwrap();
         assert_eq!(t.evaluated[0].config, init, "the base is always a candidate");
         assert_eq!(t.evaluated.len(), 2, "{:?}", t.evaluated.iter().map(|e| &e.config.initial_clusters).collect::<Vec<_>>());
         assert!(t.evaluated.iter().all(|e| e.validation.is_some()));
+        assert_eq!(t.validation_outcomes, again(&t.best));
         let big = SearchSpace { theta: (1..100).collect(), mu: (1..100).collect(), ..Default::default() };
         assert!(tune_config(&p, &init, &big, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::Grid, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &control).unwrap_err().to_string().contains("max_candidates"));
     }
