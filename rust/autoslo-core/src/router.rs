@@ -679,6 +679,46 @@ impl AutoSloRouter {
         b.place(now, query, cand.prediction)
     }
 
+    /// Commit the best of `cands`, the candidates [`AutoSloRouter::evaluate`] returned for `query`
+    /// at `now` (Algorithm 1's choice): `route` is `evaluate` then this.
+    pub(crate) fn commit_best(&mut self, now: f64, query: &Query, mut cands: Vec<Candidate>) -> Result<ClusterId> {
+        if cands.is_empty() {
+            return Err(AutoSloError::InvalidAction(format!("no candidate cluster was evaluated for query {}", query.id)));
+        }
+        let best = argmin(&cands, self.second_key);
+        let id = cands[best].cluster;
+        self.commit(now, query, &mut cands[best])?;
+        for c in &mut cands {
+            c.cf = None;
+        }
+        self.last = cands;
+        Ok(id)
+    }
+
+    /// Whether routing `query` at `now` over the clusters that gave `cands` (what
+    /// [`AutoSloRouter::evaluate`] returned there, on another router) and `rival` as well would
+    /// choose `rival`, listed after all of them, which this router evaluates: [`argmin`]'s scan
+    /// reaches it last, so it is chosen exactly when it beats their best. As in
+    /// [`Search::BranchAndBound`], the cost of billing `rival` until it drains as it is bounds its
+    /// Δ cost first, and its passes run only if that bound could beat the best.
+    pub(crate) fn rival_wins(&mut self, now: f64, query: &Query, rival: &ClusterInfo, cands: &[Candidate]) -> Result<bool> {
+        let Some(best) = cands.get(argmin(cands, self.second_key)) else { return Ok(true) };
+        self.book(rival)?;
+        let ctx = Ctx { p: &self.predictor, billing: &self.billing, books: &self.books.books, h: self.slo_headroom, now, query };
+        let (_, k_before) = ctx.before(rival)?;
+        let drain = ctx.books[&rival.id].drain_at(now);
+        if !could_beat(0, ctx.cost_bound(rival, k_before, drain)?, 0.0, best, self.second_key) {
+            return Ok(false);
+        }
+        let own = self.evaluate(now, query, std::slice::from_ref(rival))?;
+        Ok(own.first().is_none_or(|c| could_beat(c.delta_violations, c.delta_cost, c.prediction, best, self.second_key)))
+    }
+
+    /// A router with the same predictor and settings that keeps books for no cluster yet.
+    pub(crate) fn without_books(&self) -> Self {
+        Self { predictor: self.predictor.clone(), billing: self.billing, books: Books::default(), last_end: None, last_proved_nothing: false, last_pruned_early: false, last: Vec::new(), slo_headroom: self.slo_headroom, second_key: self.second_key, search: self.search }
+    }
+
     /// Running queries per cluster with their current (guarded) predictions.
     pub fn placed(&self) -> BTreeMap<ClusterId, Vec<Placed>> {
         self.books.books.iter().map(|(k, b)| (*k, b.queries.clone())).collect()
@@ -748,15 +788,8 @@ impl AutoSloRouter {
 
 impl Router for AutoSloRouter {
     fn route(&mut self, now: f64, query: &Query, clusters: &[ClusterInfo]) -> Result<ClusterId> {
-        let mut cands = self.evaluate(now, query, clusters)?;
-        let best = argmin(&cands, self.second_key);
-        let id = cands[best].cluster;
-        self.commit(now, query, &mut cands[best])?;
-        for c in &mut cands {
-            c.cf = None;
-        }
-        self.last = cands;
-        Ok(id)
+        let cands = self.evaluate(now, query, clusters)?;
+        self.commit_best(now, query, cands)
     }
     fn observe(&mut self, now: f64, event: &Event<'_>) {
         self.books.observe(now, event);

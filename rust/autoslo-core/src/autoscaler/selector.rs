@@ -8,7 +8,9 @@
 //! after t_d + δ have completed, and adds the predicted latencies of the queries still running.
 //! Each branch yields (violation rate, cost until drained); `BestWithTarget` decides, do-nothing
 //! wins its ties, and among sizes tied for the best the largest is returned. The branches run in
-//! parallel (rayon).
+//! parallel (rayon). A size's branch is do-nothing's until the router first sends a query to its
+//! new cluster, so it forks from do-nothing there instead of repeating those routings
+//! ([`shared_branches`]); the branches' outcomes are the same as when each runs on its own.
 //!
 //! Reading of the listing: line 4 shifts copy ⌊i/|W_a|⌋ by w·⌊i/|W_a|⌋ from i = 0, which would
 //! re-issue the window's own queries at their past arrival times, although they were already
@@ -151,12 +153,169 @@ fn at_time(clusters: &mut [ClusterInfo], t: f64) {
     }
 }
 
+/// What every branch's steps share: the replayed arrivals and the settings of lines 19–28.
+struct Steps<'a> {
+    replay: Replay<'a>,
+    t_available: f64,
+    horizon: f64,
+    h: f64,
+    mu: usize,
+    count_backlog: bool,
+}
+
+/// A branch's simulation: its copy of the router, the clusters it routes over, the next replayed
+/// arrival, the time, and the counts of line 23.
+#[derive(Clone)]
+struct BranchRun {
+    r: AutoSloRouter,
+    infos: Vec<ClusterInfo>,
+    i: usize,
+    t: f64,
+    observed: usize,
+    violated: usize,
+    arrivals: usize,
+}
+
+impl BranchRun {
+    /// Lines 20–23 up to the routing: the next replayed arrival, the queries finished by then
+    /// (counted when they arrived after t_d + δ), the clusters as they are then. `None` past the
+    /// safety horizon.
+    fn advance(&mut self, s: &Steps<'_>) -> Result<Option<Query>> {
+        let q = s.replay.at(self.i);
+        if q.arrival > s.horizon {
+            return Ok(None);
+        }
+        self.t = q.arrival;
+        for p in self.r.collect_finished_until(self.t)? {
+            if p.arrival >= s.t_available {
+                self.observed += 1;
+                self.violated += usize::from(p.prediction * s.h > p.slo);
+            }
+        }
+        at_time(&mut self.infos, self.t);
+        Ok(Some(q))
+    }
+
+    /// Lines 24–26 for `q`, the arrival [`BranchRun::advance`] returned.
+    fn route(&mut self, q: &Query) -> Result<()> {
+        self.r.route(self.t, q, &self.infos)?;
+        self.routed();
+        Ok(())
+    }
+
+    fn routed(&mut self) {
+        self.arrivals += 1;
+        self.i += 1;
+    }
+
+    /// Lines 19–26: step until μ queries that arrived after t_d + δ have completed.
+    fn run(mut self, s: &Steps<'_>) -> Result<Self> {
+        while self.observed < s.mu {
+            let Some(q) = self.advance(s)? else { break };
+            self.route(&q)?;
+        }
+        Ok(self)
+    }
+
+    /// Lines 27–29: add the outstanding queries with their predicted latencies, and price the
+    /// branch. `unused` is the router that evaluated a new cluster this branch never chose (see
+    /// [`shared_branches`]): its book's cost follows the others'.
+    fn finish(&self, size: Option<u32>, s: &Steps<'_>, unused: Option<&AutoSloRouter>) -> Result<Branch> {
+        let (mut observed, mut violated) = (self.observed, self.violated);
+        for (_, p) in self.r.running().filter(|(_, p)| s.count_backlog || p.arrival >= s.t_available) {
+            observed += 1;
+            violated += usize::from(p.prediction * s.h > p.slo);
+        }
+        let violation_rate = if observed > 0 { violated as f64 / observed as f64 } else { 0.0 };
+        let mut cost = self.r.cost_until_drained(self.t)?;
+        if let Some(u) = unused {
+            cost += u.cost_until_drained(self.t)?;
+        }
+        Ok(Branch { size, violation_rate, cost, observations: observed, arrivals: self.arrivals })
+    }
+}
+
+/// The branches of [`Mode::Add`]: do-nothing, then one per size in `sizes`, as if each ran from
+/// the snapshot `start` on its own.
+///
+/// A size's branch makes the same decisions as do-nothing until the router first chooses the new
+/// cluster: till then the new cluster holds nothing, so every other cluster's state, every
+/// completion and every count is do-nothing's. So do-nothing runs, and at each arrival the new
+/// cluster of each size not yet chosen is weighed alone, on a router that keeps books for it only
+/// (`probe`): the branch lists it after the other clusters, so Algorithm 1's scan reaches it last
+/// and it is chosen exactly when it beats do-nothing's best candidate
+/// ([`AutoSloRouter::rival_wins`]; mostly settled by a bound on its cost, without a prediction),
+/// or when no other cluster is ready. There that branch forks
+/// from do-nothing, just before the routing, and runs on its own (on the pool, while do-nothing
+/// goes on). A branch that never forks ends with do-nothing: the same counts, and the cost with
+/// its new cluster's (the book its branch would have kept; its id is the largest, so it comes last
+/// in the sum of [`AutoSloRouter::cost_until_drained`] too). The result equals running every branch from the
+/// snapshot (checked against that in the tests) without repeating do-nothing's routings.
+fn shared_branches(start: BranchRun, sizes: &[u32], new_cluster: impl Fn(u32) -> ClusterInfo + Sync, s: &Steps<'_>) -> Result<Vec<Branch>> {
+    let forks: std::sync::Mutex<Vec<(u32, Result<Branch>)>> = std::sync::Mutex::new(Vec::new());
+    let (noop, attached) = rayon::scope(|scope| -> Result<(BranchRun, Vec<(u32, AutoSloRouter)>)> {
+        let mut noop = start;
+        let mut attached: Vec<(u32, AutoSloRouter)> = sizes.iter().map(|&size| (size, noop.r.without_books())).collect();
+        while noop.observed < s.mu {
+            let Some(q) = noop.advance(s)? else { break };
+            if attached.is_empty() {
+                noop.route(&q)?;
+                continue;
+            }
+            let cands = noop.r.evaluate(noop.t, &q, &noop.infos)?;
+            let others_ready = noop.infos.iter().any(|c| c.state == ClusterState::Ready);
+            let mut k = 0;
+            while k < attached.len() {
+                let (size, probe) = &mut attached[k];
+                let new = new_cluster(*size);
+                let chosen = !others_ready || probe.rival_wins(noop.t, &q, &new, &cands)?;
+                if !chosen {
+                    k += 1;
+                    continue;
+                }
+                let size = attached.remove(k).0;
+                let mut fork = noop.clone();
+                fork.infos.push(new);
+                let forks = &forks;
+                scope.spawn(move |_| {
+                    let out = fork.route(&q).and_then(|()| fork.run(s)).and_then(|b| b.finish(Some(size), s, None));
+                    forks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((size, out));
+                });
+            }
+            noop.r.commit_best(noop.t, &q, cands)?;
+            noop.routed();
+        }
+        Ok((noop, attached))
+    })?;
+    let mut forks = forks.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut out = vec![noop.finish(None, s, None)?];
+    for &size in sizes {
+        let b = match attached.iter().find(|(s2, _)| *s2 == size) {
+            Some((_, probe)) => noop.finish(Some(size), s, Some(probe))?,
+            None => {
+                let k = forks.iter().position(|(s2, _)| *s2 == size).expect("a size not attached forked");
+                forks.swap_remove(k).1?
+            }
+        };
+        out.push(b);
+    }
+    Ok(out)
+}
+
 /// `FindBestSpinupSize` at decision time `now` over `router` (a copy is simulated; the router is
 /// not changed), the active `clusters` and the arrival window `window` (queries of the last w
 /// seconds, oldest first). Returns `None` as size when the window is empty (nothing to replay).
 ///
-/// Cost: O((|W_a|·δ/w + F_max) · R_max) per branch, as in the paper, branches in parallel.
+/// Cost: O((|W_a|·δ/w + F_max) · R_max) per branch, as in the paper, branches in parallel. A size's
+/// branch shares do-nothing's routings until the router first chooses its new cluster
+/// ([`shared_branches`]); the decision is the same.
 pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], window: &[Query], now: f64, params: &SelectorParams, mode: Mode) -> Result<SpinupDecision> {
+    decide(router, clusters, window, now, params, mode, true)
+}
+
+/// [`find_best_spinup_size`]; with `shared` false every branch runs from the snapshot on its own
+/// (the listing's form, which [`shared_branches`] equals; the tests compare the two).
+pub(crate) fn decide(router: &AutoSloRouter, clusters: &[ClusterInfo], window: &[Query], now: f64, params: &SelectorParams, mode: Mode, shared: bool) -> Result<SpinupDecision> {
     let params = params.clone().validated()?;
     if window.is_empty() {
         return Ok(SpinupDecision { size: None, branches: Vec::new(), prep_arrivals: 0 });
@@ -185,46 +344,27 @@ pub fn find_best_spinup_size(router: &AutoSloRouter, clusters: &[ClusterInfo], w
     let i_snap = i;
     at_time(&mut base, t_available);
     let new_id: ClusterId = clusters.iter().map(|c| c.id).chain(router.cluster_ids()).max().map_or(0, |m| m + 1);
+    let new_cluster = |s: u32| ClusterInfo { id: new_id, size: s, state: ClusterState::Ready, requested_at: now, ready_at: t_available, running: 0, queued: 0 };
+    let ctx = Steps { replay, t_available, horizon, h, mu: params.mu, count_backlog: params.count_backlog };
+    let start = BranchRun { r: snap, infos: base, i: i_snap, t: t_available, observed: 0, violated: 0, arrivals: 0 };
     // One branch per eligible size and for do-nothing (lines 12–29).
-    let options: Vec<Option<u32>> = std::iter::once(None).chain(params.sizes.iter().copied().map(Some)).collect();
-    let branch = |size: Option<u32>| -> Result<Branch> {
-        let mut r = snap.clone();
-        let mut infos = base.clone();
-        if let Some(s) = size {
-            if mode == Mode::Replace {
-                infos.iter_mut().for_each(|c| c.state = ClusterState::Draining);
-            }
-            infos.push(ClusterInfo { id: new_id, size: s, state: ClusterState::Ready, requested_at: now, ready_at: t_available, running: 0, queued: 0 });
-        }
-        let (mut observed, mut violated, mut arrivals) = (0usize, 0usize, 0usize);
-        let mut i = i_snap;
-        let mut t = t_available;
-        while observed < params.mu {
-            let q = replay.at(i);
-            if q.arrival > horizon {
-                break;
-            }
-            t = q.arrival;
-            for p in r.collect_finished_until(t)? {
-                if p.arrival >= t_available {
-                    observed += 1;
-                    violated += usize::from(p.prediction * h > p.slo);
+    let branches = match (mode, shared) {
+        (Mode::Add, true) => shared_branches(start, &params.sizes, new_cluster, &ctx)?,
+        _ => {
+            let options: Vec<Option<u32>> = std::iter::once(None).chain(params.sizes.iter().copied().map(Some)).collect();
+            let branch = |size: Option<u32>| -> Result<Branch> {
+                let mut b = start.clone();
+                if let Some(s) = size {
+                    if mode == Mode::Replace {
+                        b.infos.iter_mut().for_each(|c| c.state = ClusterState::Draining);
+                    }
+                    b.infos.push(new_cluster(s));
                 }
-            }
-            at_time(&mut infos, t);
-            r.route(t, &q, &infos)?;
-            arrivals += 1;
-            i += 1;
+                b.run(&ctx)?.finish(size, &ctx, None)
+            };
+            options.par_iter().map(|&s| branch(s)).collect::<Result<_>>()?
         }
-        // Line 27: the outstanding queries with their predicted latencies.
-        for (_, p) in r.running().filter(|(_, p)| params.count_backlog || p.arrival >= t_available) {
-            observed += 1;
-            violated += usize::from(p.prediction * h > p.slo);
-        }
-        let violation_rate = if observed > 0 { violated as f64 / observed as f64 } else { 0.0 };
-        Ok(Branch { size, violation_rate, cost: r.cost_until_drained(t)?, observations: observed, arrivals })
     };
-    let branches: Vec<Branch> = options.par_iter().map(|&s| branch(s)).collect::<Result<_>>()?;
     let points: Vec<(f64, f64)> = branches.iter().map(|b| (b.violation_rate, b.cost)).collect();
     let best = points[best_with_target(&points, params.tau_target).expect("at least the do-nothing branch")];
     // Lines 31–35: do-nothing wins its ties (unless `spinup_on_tie`, a change); otherwise the

@@ -97,6 +97,47 @@ fn the_selector_adds_capacity_to_an_overloaded_cluster_and_does_nothing_for_an_i
     assert_eq!(find_best_spinup_size(&r, &big, &window, 300.0, &on_tie, Mode::Add).unwrap().size, Some(32));
 }
 
+/// Sharing do-nothing's routings with the size branches until each first chooses its new cluster
+/// changes nothing: every branch's violation rate, cost, observations and arrivals equal those of
+/// the branches run on their own from the snapshot, bit for bit, at decisions along busy and quiet
+/// runs, under both counts of line 27, with the selector headroom, and where no cluster is ready.
+#[test]
+fn the_selector_s_shared_branches_equal_branches_run_on_their_own() {
+    let p = model();
+    let (mut forked, mut unforked) = (0, 0);
+    // (rate, clusters, SLO scale, the first cluster still starting at the decision)
+    for (rate, clusters, scale, starting) in [(1.0, vec![8u32], 1.0, false), (0.5, vec![16, 32], 1e3, false), (0.5, vec![8], 1.0, true)] {
+        let w = base_workload(rate, 3, &SloTable::paper(2.0).unwrap()).unwrap();
+        let infos: Vec<ClusterInfo> = clusters.iter().enumerate().map(|(i, &s)| ready(i as u32, s)).collect();
+        let mut r = AutoSloRouter::new(p.clone(), BillingPolicy::default());
+        let qs: Vec<Query> = w.queries()[..120].iter().map(|x| Query { slo: x.slo * scale, ..*x }).collect();
+        for (k, x) in qs.iter().enumerate() {
+            r.collect_finished_until(x.arrival).unwrap();
+            r.route(x.arrival, x, &infos).unwrap();
+            if k % 60 != 59 {
+                continue;
+            }
+            let window: Vec<Query> = qs[..=k].iter().filter(|y| y.arrival > x.arrival - 300.0).copied().collect();
+            // A cluster requested long ago that is still starting: the new one is the only ready cluster.
+            let at = if starting { vec![ClusterInfo { state: ClusterState::Starting, ready_at: 1e9, ..infos[0] }] } else { infos.clone() };
+            let (mu, slo_headroom, count_backlog) = if k < 60 { (16, 1.0, true) } else { (32, 2.0, false) };
+            let params = SelectorParams { sizes: vec![4, 8, 16, 32], mu, slo_headroom, count_backlog, ..Default::default() };
+            let shared = super::selector::decide(&r, &at, &window, x.arrival, &params, Mode::Add, true).unwrap();
+            let alone = super::selector::decide(&r, &at, &window, x.arrival, &params, Mode::Add, false).unwrap();
+            assert_eq!(shared, alone, "rate {rate} {clusters:?} at query {k}");
+            let none = &alone.branches[0];
+            for b in &alone.branches[1..] {
+                if (b.violation_rate, b.cost, b.arrivals) == (none.violation_rate, none.cost, none.arrivals) {
+                    unforked += 1;
+                } else {
+                    forked += 1;
+                }
+            }
+        }
+    }
+    assert!(forked > 0 && unforked > 0, "both kinds of branch occur: {forked} forked, {unforked} not");
+}
+
 #[test]
 fn the_selector_replays_copies_due_before_the_decision_at_the_decision_time() {
     // A decision taken well after the window's arrivals (a public function: a caller may decide at
