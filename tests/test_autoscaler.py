@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoslo import _core
+from autoslo import _core, predictor
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.emulation import emulate, simulate
 from autoslo.workloads import base_workload
@@ -83,6 +83,25 @@ def test_the_simulator_runs_the_same_autoscaler(overloaded) -> None:
     assert any(e["event"] == "spinup" for e in r.events.to_pylist())
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"tau": 1.5}, "τ_target must be in \\[0, 1\\], got 1.5"),
+        ({"theta": -3}, "autoscaler `theta` = -3"),
+        ({"mu": 0}, "μ \\(minimum completions\\) must be ≥ 1"),
+        ({"window_s": -5.0}, "window w must be a finite time > 0 s"),
+        ({"t_idle_s": float("nan")}, "T_idle must be a finite time ≥ 0 s"),
+        ({"min_clusters": 3, "max_clusters": 2}, "need 1 ≤ min_clusters ≤ max_clusters, got 3 and 2"),
+        ({"sizes": (16, 36)}, "eligible sizes\\[1\\] must be"),
+        ({"policy": "add-best", "trigger": "eager"}, "unknown policy `eager`"),
+        ({"policy": "snowflake-economy", "trigger": "observed"}, "takes no trigger"),
+    ],
+)
+def test_bad_values_are_refused_when_the_config_is_built(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(_core.AutoSloCoreError, match=message):
+        AutoscalerConfig(**settings)  # type: ignore[arg-type]
+
+
 def test_bad_autoscaler_settings_are_clear_errors(overloaded) -> None:
     with pytest.raises(ValueError, match="unknown scaling policy"):
         AutoscalerConfig(policy="grow")
@@ -92,10 +111,12 @@ def test_bad_autoscaler_settings_are_clear_errors(overloaded) -> None:
         _core.emulate(overloaded, [8], autoscaler={"tua": 0.1})
     with pytest.raises(_core.AutoSloCoreError, match="not both"):
         emulate(overloaded, [8], schedule=[(10.0, "spinup", 16)], autoscaler="noop")
+    # A spec that skips AutoscalerConfig is checked when the run builds its scaler.
+    bundled = predictor.load()
     with pytest.raises(_core.AutoSloCoreError, match="τ_target"):
-        emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(tau=1.5))
+        _core.emulate(overloaded, [8], routing="autoslo", predictor=bundled, autoscaler={"tau": 1.5})
     with pytest.raises(_core.AutoSloCoreError, match="unknown policy `eager`"):
-        emulate(overloaded, [8], routing="autoslo", autoscaler=AutoscalerConfig(policy="add-best", trigger="eager"))
+        _core.emulate(overloaded, [8], routing="autoslo", predictor=bundled, autoscaler={"policy": "add-best", "trigger": "eager"})
 
 
 @pytest.mark.parametrize(("tick_s", "pause_s"), [(30.0, 0.002), (600.0, 0.01)])

@@ -268,6 +268,12 @@ def test_deadline_admission_rejects_infeasible_queries_as_outcomes_of_their_own(
     assert res.worst_tenants(2).num_rows == 2
     with pytest.raises(autoslo.AutoSloCoreError, match="admission margin"):
         autoslo.emulate(wl, [16], admission=DeadlineAdmission(margin=0.5))
+    # Refused where it is written, before any run; the core checks the same on its own.
+    for bad in ({"margin": float("nan")}, {"margin": True}, {"largest_size": 12}, {"largest_size": -16}, {"largest_size": 2**40}):
+        with pytest.raises(autoslo.AutoSloCoreError, match="admission margin|admission's largest size"):
+            DeadlineAdmission(**bad)  # type: ignore[arg-type]
+    with pytest.raises(autoslo.AutoSloCoreError, match="admission's largest size must be a Redshift Serverless base capacity.*got 12"):
+        autoslo._core.emulate(wl, [16], admission=(1.0, 12), predictor=model)
 
 
 def test_the_admission_queue_holds_arrivals_within_their_deadline() -> None:
@@ -342,6 +348,11 @@ def test_budgets_refuse_a_tenant_past_its_estimated_spend() -> None:
         autoslo.emulate(wl, [16], budgets=Budgets({"tenant-1": -1.0}))
     with pytest.raises(autoslo.AutoSloCoreError, match="the budget of tenant 'tenant-2'.*got nan"):
         Budgets({"tenant-1": 1.0, "tenant-2": float("nan")})
+    for window in (0.0, -1.0, float("inf")):
+        with pytest.raises(autoslo.AutoSloCoreError, match="budget window must be a finite time > 0 s"):
+            Budgets({"tenant-1": 1.0}, window_s=window)
+    with pytest.raises(autoslo.AutoSloCoreError, match="budget window must be > 0 s"):
+        autoslo._core.emulate(wl, [16], budgets=({"tenant-1": 1.0}, 0.0), predictor=autoslo.bundled.load())
 
 
 def test_the_report_counts_failed_and_cancelled_outcomes_apart() -> None:

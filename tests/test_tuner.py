@@ -323,6 +323,23 @@ def test_tuner_settings_name_a_bad_count(field: str, value: object) -> None:
         T.TunerSettings(**{field: value})
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"forecasts": 1}, "forecasts must be ≥ 2 \\(training and validation\\), got 1"),
+        ({"training_share": 1.0}, "training_share must be in \\(0, 1\\), got 1"),
+        ({"decay": 0.0}, "forecaster decay λ must be in \\(0, 1\\], got 0"),
+        ({"tau": 2.0}, "τ_target must be in \\[0, 1\\], got 2"),
+        ({"cost_tolerance": -1.0}, "cost_tolerance must be a fraction ≥ 0, got -1"),
+        ({"strategy": "nope"}, "unknown policy `nope`"),
+        ({"initial_clusters": []}, "`initial_clusters` needs at least one cluster set"),
+    ],
+)
+def test_tuner_settings_refuse_what_tune_would_before_any_history_is_read(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        T.TunerSettings(**settings)  # type: ignore[arg-type]
+
+
 def test_every_configuration_tuner_strategy_runs_from_python(reservoir: T.Reservoir) -> None:
     day = START + dt.timedelta(days=8)
     space = {"t_idle_s": [300.0, 600.0, 1200.0], "tau_trigger": [0.05, 0.1]}

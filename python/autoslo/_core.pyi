@@ -473,6 +473,10 @@ def simulate(
     decisions). ``progress`` is called with (done, total) now and then; returning False or Ctrl-C
     stops the run."""
 
+def validate_autoscaler(spec: Mapping[str, object]) -> None:
+    """Check an autoscaler spec (``AutoscalerConfig.spec()``) by building its scaler as a run
+    would; raises :class:`AutoSloCoreError` naming the bad setting."""
+
 def validate_execution_config(text: str) -> str:
     """Parse and validate an execution configuration (JSON; unknown fields rejected); returns it
     normalised as JSON."""

@@ -72,7 +72,9 @@ class AutoscalerConfig:
     ``selector_spinup_on_tie``: whether the largest size tied with do-nothing is spun up (a
     change; default ``False``, Algorithm 3, where a spinup must strictly improve on doing nothing).
     A setting the chosen policy does not read (``mu`` for ``rais``, ``warehouse_size`` for
-    ``autoslo``) raises ``ValueError`` instead of being ignored.
+    ``autoslo``) raises ``ValueError`` instead of being ignored, and a value the core would refuse
+    (τ outside [0, 1], a negative time or count, a size that is no base capacity, an unknown
+    trigger) raises :class:`AutoSloCoreError` here, at construction, not when a run starts.
     """
 
     policy: str = "autoslo"
@@ -104,6 +106,8 @@ class AutoscalerConfig:
         for name, used_by in _POLICY_SETTINGS.items():
             if getattr(self, name) is not None and self.policy not in used_by:
                 raise ValueError(f"`{name}` applies to the {', '.join(used_by)} policies; the {self.policy!r} policy would ignore it")
+        # The core checks every value (ranges, sizes, trigger names) as a run would build it.
+        _core.validate_autoscaler(self.spec())
 
     def spec(self) -> dict[str, object]:
         """The settings as the core takes them."""

@@ -52,6 +52,16 @@ class DeadlineAdmission:
     margin: float = 1.0
     largest_size: int | None = None
 
+    def __post_init__(self) -> None:
+        if not _finite_at_least(self.margin, 1.0):
+            raise _core.AutoSloCoreError(f"admission margin must be a finite number ≥ 1, got {self.margin!r}")
+        s = self.largest_size
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 < s < 2**32 or not _core.is_base_capacity(s)):
+            raise _core.AutoSloCoreError(
+                "admission's largest size must be a Redshift Serverless base capacity in RPU (4, 8 to 512 in steps of 8, "
+                f"or 544 to 1024 in steps of 32), got {s!r}"
+            )
+
     def as_args(self) -> tuple[float, int | None]:
         """The form ``_core.emulate(admission=...)`` takes."""
         return float(self.margin), (int(self.largest_size) if self.largest_size is not None else None)
@@ -73,6 +83,8 @@ class Budgets:
         for tenant, budget in self.per_tenant.items():
             if not _finite_at_least(budget, 0.0):
                 raise _core.AutoSloCoreError(f"the budget of tenant {tenant!r} must be a finite number of dollars ≥ 0, got {budget!r}")
+        if not (_finite_at_least(self.window_s, 0.0) and self.window_s > 0):
+            raise _core.AutoSloCoreError(f"budget window must be a finite time > 0 s, got {self.window_s!r}")
 
     def as_args(self) -> tuple[dict[str, float], float]:
         """The form ``_core.emulate(budgets=...)`` takes."""

@@ -513,7 +513,9 @@ def simulate_batch(
 
 @dataclass
 class TunerSettings:
-    """The Policy Tuner's settings (defaults: the reference implementation's values).
+    """The Policy Tuner's settings (defaults: the reference implementation's values). Every value
+    is checked at construction: a bad one raises ``ValueError`` (or :class:`AutoSloCoreError`, a
+    ``ValueError``) naming it, before any history is read.
 
     ``initial_clusters``: the initial cluster sets whose configurations ScheduleSpinups evolves;
     ``autoscaler``: the autoscaler of every candidate (a dict of ``AutoscalerKnobs`` fields, or
@@ -592,6 +594,9 @@ class TunerSettings:
             raise ValueError(f"tuner setting `tau_scope` must be one of {', '.join(TAU_SCOPES)}, got {self.tau_scope!r}")
         # Every other number goes to the core as JSON, which has no NaN or infinity: refused now, by name.
         corejson.check_finite(self.__dict__, "tuner settings")
+        # The core checks every other value (ranges, policy names, sizes, the autoscaler) as
+        # `tune` would take them: a bad one is refused here, where it is written.
+        self.to_json()
 
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial

@@ -630,6 +630,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<live::PyRouter>()?;
     m.add_class::<live::PyControlPlane>()?;
     m.add_function(wrap_pyfunction!(tuner::validate_execution_config, m)?)?;
+    m.add_function(wrap_pyfunction!(scaling::validate_autoscaler, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tuner_settings, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::untuned_config, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::forecast, m)?)?;

@@ -39,7 +39,8 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
         Some(v) if v.is_none() => Ok(None),
         Some(v) => v.extract::<T>().map(Some).map_err(|e| {
             let e: PyErr = e.into();
-            AutoSloCoreError::new_err(format!("autoscaler `{key}`: {e}"))
+            let got = v.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into());
+            AutoSloCoreError::new_err(format!("autoscaler `{key}` = {got}: {e}"))
         }),
     }
 }
@@ -107,6 +108,15 @@ pub fn scaler(spec: Option<Bound<'_, PyDict>>, schedule: Option<Vec<(f64, String
             scaler_by_name(&policy, trigger.as_deref(), p, &o).map_err(err)
         }
     }
+}
+
+/// Check an autoscaler spec (a dict of [`SPEC_KEYS`]) by building its scaler as a run would,
+/// and drop it: a bad setting is refused where it is written, not when a run starts. The
+/// spinup delay δ, which a run takes from its engine unless the spec gives one, is the
+/// default's here.
+#[pyfunction]
+pub fn validate_autoscaler(spec: Bound<'_, PyDict>) -> PyResult<()> {
+    scaler(Some(spec), None, None, AutoscalerParams::default().spinup_s).map(drop)
 }
 
 /// The router of a live run or service: `routing` by name over `predictor`, billing with

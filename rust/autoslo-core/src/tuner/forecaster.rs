@@ -107,6 +107,25 @@ pub struct ForecastSettings {
     pub seed: u64,
 }
 
+impl ForecastSettings {
+    /// The settings, or an error naming the one out of range: N ≥ 2, a training share in (0, 1),
+    /// a decay λ in (0, 1].
+    pub fn validated(self) -> Result<Self> {
+        if self.forecasts < 2 {
+            return Err(AutoSloError::out_of_range("forecasts", "≥ 2 (training and validation)", self.forecasts));
+        }
+        if !(self.training_share > 0.0 && self.training_share < 1.0) {
+            return Err(AutoSloError::out_of_range("training_share", "in (0, 1)", self.training_share));
+        }
+        if let ForecastPolicy::Decay { lambda } = self.policy {
+            if !(lambda > 0.0 && lambda <= 1.0) {
+                return Err(AutoSloError::out_of_range("forecaster decay λ", "in (0, 1]", lambda));
+            }
+        }
+        Ok(self)
+    }
+}
+
 /// How a forecast places its arrivals within an hour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArrivalModel {
@@ -294,17 +313,7 @@ fn pattern_offsets(rng: &mut Rng, n: usize, pattern: &[f64]) -> Vec<f64> {
 /// Draw `settings.forecasts` forecasts of `target`'s workload from `history`. SLOs come from
 /// `slo` by template and class name. O(N · (queries + history rows of the chosen bins)).
 pub fn forecast(history: &History, target: Date, slo: &SloTable, settings: &ForecastSettings) -> Result<Forecasts> {
-    if settings.forecasts < 2 {
-        return Err(AutoSloError::out_of_range("forecasts", "≥ 2 (training and validation)", settings.forecasts));
-    }
-    if !(settings.training_share > 0.0 && settings.training_share < 1.0) {
-        return Err(AutoSloError::out_of_range("training_share", "in (0, 1)", settings.training_share));
-    }
-    if let ForecastPolicy::Decay { lambda } = settings.policy {
-        if !(lambda > 0.0 && lambda <= 1.0) {
-            return Err(AutoSloError::out_of_range("forecaster decay λ", "in (0, 1]", lambda));
-        }
-    }
+    settings.validated()?;
     for (row, r) in history.counts.iter().enumerate() {
         if r.hour > 23 || r.tenant as usize >= history.tenants.len() || r.class as usize >= history.classes.len() {
             return Err(AutoSloError::InvalidConfig(format!("count table row {row}: hour, tenant or class out of range")));
