@@ -57,10 +57,7 @@ class DeadlineAdmission:
             raise _core.AutoSloCoreError(f"admission margin must be a finite number ≥ 1, got {self.margin!r}")
         s = self.largest_size
         if s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 < s < 2**32 or not _core.is_base_capacity(s)):
-            raise _core.AutoSloCoreError(
-                "admission's largest size must be a Redshift Serverless base capacity in RPU (4, 8 to 512 in steps of 8, "
-                f"or 544 to 1024 in steps of 32), got {s!r}"
-            )
+            raise _core.AutoSloCoreError(f"admission's largest size must be {_core.BASE_CAPACITIES}, got {s!r}")
 
     def as_args(self) -> tuple[float, int | None]:
         """The form ``_core.emulate(admission=...)`` takes."""

@@ -227,7 +227,7 @@ impl TunerSpec {
             })
             .collect::<Result<Vec<_>>>()?;
         let forecast = ForecastSettings { policy: ForecastPolicy::parse(&self.forecast_policy, self.decay)?, forecasts: self.forecasts, training_share: self.training_share, seed: self.seed, arrivals: ArrivalModel::parse(&self.arrivals)?, ..ForecastSettings::default() }.validated()?;
-        let n_train = ((self.forecasts as f64 * self.training_share).round() as usize).clamp(1, self.forecasts.max(2) - 1);
+        let n_train = ((self.forecasts as f64 * self.training_share).round() as usize).clamp(1, forecast.forecasts - 1);
         let alpha = Aggregate::parse(&self.alpha)?;
         let scope = TargetScope::parse(&self.tau_scope).map_err(|e| AutoSloError::InvalidConfig(format!("tuner settings: tau_scope: {e}")))?;
         let tau_sim = self.tau_simulated.unwrap_or(self.tau);
