@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -247,6 +248,48 @@ def test_a_reservation_keeps_other_queries_off_the_reserved_cluster() -> None:
         autoslo.emulate(wl, [16], reservation=Reservation(["tenant-1"], [3]))
     with pytest.raises(autoslo.AutoSloCoreError, match="class `etl` is not in the workload"):
         autoslo.emulate(wl, [16], reservation=Reservation(["tenant-1"], [0], premium_classes=["etl"]))
+
+
+def test_tenancy_settings_are_refused_where_they_are_written() -> None:
+    from autoslo.bundled import load
+    from autoslo.tenancy import AdmissionQueue, Deferral, Reservation, Share
+
+    bad: list[tuple[Any, str]] = [
+        (lambda: Reservation("gold", [0]), r"premium tenants must be a list of names \(e.g. \['gold'\] for one\)"),
+        (lambda: Reservation([], [0]), "premium tenants must be a non-empty list"),
+        (lambda: Reservation(["gold"], [0], premium_classes="dashboard"), "premium classes must be a list of names"),
+        (lambda: Reservation(["gold"], []), "clusters must be a non-empty list"),
+        (lambda: Reservation(["gold"], [-1]), r"reserved cluster \(an index of the run's initial clusters, 0-based\) must be a whole number ≥ 0 and < 4294967296, got -1"),
+        (lambda: Reservation(["gold"], [True]), "got True"),
+        (lambda: Reservation(["gold"], [1.5]), "got 1.5"),
+        (lambda: Reservation(["gold"], [2**32]), "got 4294967296"),
+        (lambda: Reservation(["gold"], [0], borrow_idle="yes"), "`borrow_idle` must be True or False"),
+        (lambda: Deferral("backfill"), "deferral's classes must be a list of names"),
+        (lambda: Deferral(["backfill"], slots_per_cluster=0), "`slots_per_cluster` must be a whole number ≥ 1, got 0"),
+        (lambda: Deferral(["backfill"], from_h=6, until_h=6), "same time of day"),
+        (lambda: AdmissionQueue(slots_per_cluster=0), "queue's `slots_per_cluster` must be a whole number ≥ 1, got 0"),
+        (lambda: AdmissionQueue(slots_per_cluster=2.5), "got 2.5"),
+        (lambda: AdmissionQueue(max_queued=-1), "`max_queued` must be a whole number ≥ 0, got -1"),
+        (lambda: AdmissionQueue(reserve=0.5), "execution reserve must be ≥ 1 × the estimate, got 0.5"),
+        (lambda: AdmissionQueue(reserve="2"), "`reserve` must be a number, got '2'"),
+        (lambda: AdmissionQueue(max_queued_work_s=-1.0), "queued work bound must be ≥ 0 s, got -1"),
+        (lambda: AdmissionQueue(max_wait_s=0.0), "`max_wait_s` must be > 0 s"),
+        (lambda: AdmissionQueue(shares={"gold": 1.0}), "`shares` must map tenant names to Share"),
+        (lambda: AdmissionQueue(excess_only=None), "`excess_only` must be True or False"),
+        (lambda: AdmissionQueue(defer=["backfill"]), "`defer` must be a Deferral"),
+    ]
+    for make, message in bad:
+        with pytest.raises(autoslo.AutoSloCoreError, match=message):
+            make()
+    # Good values pass, NumPy whole numbers and an unbounded queue included.
+    assert Reservation(("gold",), [np.int64(1)]).as_args() == (["gold"], None, [1], False)
+    assert AdmissionQueue(slots_per_cluster=np.int32(4), max_queued_work_s=float("inf"), shares={"gold": Share(1.0)}).as_args()[0] == 4
+    # The core still checks what it is handed directly.
+    wl = autoslo.redbench_workload(days=1, seed=0, queries_per_day=200, tenants=2, kappa=3)
+    with pytest.raises(autoslo.AutoSloCoreError, match="execution reserve"):
+        autoslo._core.emulate(wl, [8], queue=(3, 10, 1e300, 0.5, None, None), predictor=load())
+    with pytest.raises(autoslo.AutoSloCoreError, match="same time of day"):
+        autoslo._core.emulate(wl, [8], queue=(3, 10, 1e300, 1.0, None, (["backfill"], 3600.0, 3600.0, 1)), predictor=load())
 
 
 def test_deadline_admission_rejects_infeasible_queries_as_outcomes_of_their_own() -> None:

@@ -44,3 +44,27 @@ def test_a_silently_slower_cluster_on_the_emulator_is_ejected_and_reenters() -> 
     kinds = [ev for _, _, ev in covered["ejections"]]
     assert "spinup cover" in kinds and kinds[-1] in ("teardown cover", "gone cover"), kinds
     assert ejecting["slow_cluster_share"] < degraded["slow_cluster_share"]
+
+
+def test_bad_ejection_settings_are_refused_where_they_are_written() -> None:
+    import numpy as np
+
+    import autoslo
+    from autoslo.placement import Ejection
+
+    for bad, message in [
+        ({"ratio": 1.0}, "ejection policy's ratio must be a finite factor > 1, got 1"),
+        ({"alpha": 0.0}, r"ejection policy's alpha must be in \(0, 1\], got 0"),
+        ({"max_ejected_fraction": 1.5}, r"max_ejected_fraction must be in \[0, 1\], got 1.5"),
+        ({"base_ejection_s": float("inf")}, "base_ejection_s must be a finite time > 0 s, got inf"),
+        ({"min_samples": -1}, "min_samples must be a whole number ≥ 0, got -1"),
+        ({"min_samples": 2.5}, "got 2.5"),
+        ({"ratio": "2"}, "ratio must be a number, got '2'"),
+        ({"cover": 1}, "`cover` must be True or False, got 1"),
+    ]:
+        with pytest.raises(autoslo.AutoSloCoreError, match=message):
+            Ejection(**bad)
+    assert Ejection(min_samples=np.int64(5), ratio=np.float64(2.0)).as_args()[:2] == (5, 2.0)
+    # The core checks what it is handed directly, as a run does.
+    with pytest.raises(autoslo.AutoSloCoreError, match="ratio"):
+        autoslo._core.validate_ejection((20, 0.5, 0.02, 0.2, 600.0, False))

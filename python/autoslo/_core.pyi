@@ -477,6 +477,25 @@ def validate_autoscaler(spec: Mapping[str, object]) -> None:
     """Check an autoscaler spec (``AutoscalerConfig.spec()``) by building its scaler as a run
     would; raises :class:`AutoSloCoreError` naming the bad setting."""
 
+def validate_queue(
+    slots_per_cluster: int,
+    max_queued: int,
+    max_queued_work_s: float,
+    reserve: float,
+    sharing: tuple[list[tuple[str, float, float]], tuple[float, float], float, bool] | None,
+) -> None:
+    """Check an admission queue's settings (``AdmissionQueue.as_args()`` without the deferral) by
+    the core's rules; raises :class:`AutoSloCoreError` naming the bad setting. Tenant names are
+    checked against a workload only when a run starts."""
+
+def validate_ejection(ejection: tuple[int, float, float, float, float, bool]) -> None:
+    """Check outlier-ejection settings (``Ejection.as_args()``) by the core's rules; raises
+    :class:`AutoSloCoreError` naming the bad setting."""
+
+def validate_deferral(deferral: tuple[list[str], float, float, int]) -> None:
+    """Check a deferral (``Deferral.as_args()``) by the core's rules: the window must not be
+    empty, at least one class, at least one slot. Class names are checked when a run starts."""
+
 def validate_execution_config(text: str) -> str:
     """Parse and validate an execution configuration (JSON; unknown fields rejected); returns it
     normalised as JSON."""

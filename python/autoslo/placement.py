@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autoslo import _core
+from autoslo._checks import check_flag, check_number, check_whole
+
 
 @dataclass(frozen=True)
 class Ejection:
@@ -31,6 +34,14 @@ class Ejection:
     base_ejection_s: float = 600.0
     #: Replace an ejected cluster's capacity until it is cleared.
     cover: bool = False
+
+    def __post_init__(self) -> None:
+        check_whole(self.min_samples, "ejection policy's min_samples", 0)
+        for name in ("ratio", "alpha", "max_ejected_fraction", "base_ejection_s"):
+            check_number(getattr(self, name), f"ejection policy's {name}")
+        check_flag(self.cover, "ejection's `cover`")
+        # The core's own ranges (ratio > 1, α in (0, 1], ...), as a run would check them.
+        _core.validate_ejection(self.as_args())
 
     def as_args(self) -> tuple[int, float, float, float, float, bool]:
         """The form ``_core.emulate(ejection=...)`` takes."""

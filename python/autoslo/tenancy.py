@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,13 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from autoslo import _core, corejson
-
-
-def _finite_at_least(value: object, least: float) -> bool:
-    """Whether ``value`` is a real number (not a bool), finite and ≥ ``least``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return math.isfinite(value) and value >= least
+from autoslo._checks import check_flag, check_names, check_number, check_whole, finite_at_least
 
 
 @dataclass(frozen=True)
@@ -33,6 +26,18 @@ class Reservation:
     #: Only these classes of the premium tenants are premium (default: all their classes).
     premium_classes: Sequence[str] | None = None
     borrow_idle: bool = False
+
+    def __post_init__(self) -> None:
+        # Names and cluster indices are checked against the run's workload and clusters when it starts.
+        check_names(self.premium_tenants, "the reservation's premium tenants")
+        if self.premium_classes is not None:
+            check_names(self.premium_classes, "the reservation's premium classes")
+        c = self.reserved_clusters
+        if isinstance(c, (str, bytes)) or not isinstance(c, Sequence) or not c:
+            raise _core.AutoSloCoreError(f"the reservation's clusters must be a non-empty list of initial-cluster indices, got {c!r}")
+        for i in c:
+            check_whole(i, "a reserved cluster (an index of the run's initial clusters, 0-based)", 0, 2**32)
+        check_flag(self.borrow_idle, "the reservation's `borrow_idle`")
 
     def as_args(self) -> tuple[list[str], list[str] | None, list[int], bool]:
         """The form ``_core.emulate(reservation=...)`` takes."""
@@ -53,7 +58,7 @@ class DeadlineAdmission:
     largest_size: int | None = None
 
     def __post_init__(self) -> None:
-        if not _finite_at_least(self.margin, 1.0):
+        if not finite_at_least(self.margin, 1.0):
             raise _core.AutoSloCoreError(f"admission margin must be a finite number ≥ 1, got {self.margin!r}")
         s = self.largest_size
         if s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 < s < 2**32 or not _core.is_base_capacity(s)):
@@ -78,9 +83,9 @@ class Budgets:
 
     def __post_init__(self) -> None:
         for tenant, budget in self.per_tenant.items():
-            if not _finite_at_least(budget, 0.0):
+            if not finite_at_least(budget, 0.0):
                 raise _core.AutoSloCoreError(f"the budget of tenant {tenant!r} must be a finite number of dollars ≥ 0, got {budget!r}")
-        if not (_finite_at_least(self.window_s, 0.0) and self.window_s > 0):
+        if not (finite_at_least(self.window_s, 0.0) and self.window_s > 0):
             raise _core.AutoSloCoreError(f"budget window must be a finite time > 0 s, got {self.window_s!r}")
 
     def as_args(self) -> tuple[dict[str, float], float]:
@@ -118,8 +123,12 @@ class Deferral:
     def __post_init__(self) -> None:
         for name in ("from_h", "until_h"):
             h = getattr(self, name)
-            if not (_finite_at_least(h, 0.0) and h <= 24.0):
+            if not (finite_at_least(h, 0.0) and h <= 24.0):
                 raise _core.AutoSloCoreError(f"deferral `{name}` must be an hour of the day from 0 to 24, got {h!r}")
+        check_names(self.classes, "the deferral's classes")
+        check_whole(self.slots_per_cluster, "the deferral's `slots_per_cluster`", 1)
+        # The core's own rules (the window must not be empty); class names are checked when a run starts.
+        _core.validate_deferral(self.as_args())
 
     def as_args(self) -> tuple[list[str], float, float, int]:
         """The form ``_core.emulate(queue=(..., deferral))`` takes."""
@@ -158,12 +167,27 @@ class AdmissionQueue:
     defer: Deferral | None = None
 
     def __post_init__(self) -> None:
+        check_whole(self.slots_per_cluster, "the queue's `slots_per_cluster`", 1)
+        check_whole(self.max_queued, "the queue's `max_queued`", 0)
+        for name in ("max_queued_work_s", "reserve", "max_wait_s"):
+            check_number(getattr(self, name), f"the queue's `{name}`")
+        if not self.max_wait_s > 0:
+            raise _core.AutoSloCoreError(f"the queue's `max_wait_s` must be > 0 s (inf: no aging), got {self.max_wait_s!r}")
+        check_flag(self.excess_only, "the queue's `excess_only`")
+        if self.defer is not None and not isinstance(self.defer, Deferral):
+            raise _core.AutoSloCoreError(f"the queue's `defer` must be a Deferral, got {self.defer!r}")
+        if self.shares is not None and not (isinstance(self.shares, Mapping) and all(isinstance(sh, Share) for sh in self.shares.values())):
+            raise _core.AutoSloCoreError(f"the queue's `shares` must map tenant names to Share(...), got {self.shares!r}")
+        if not isinstance(self.default_share, Share):
+            raise _core.AutoSloCoreError(f"the queue's `default_share` must be a Share(...), got {self.default_share!r}")
         named = [(f"tenant {t!r}", sh) for t, sh in (self.shares or {}).items()]
         for who, share in [*named, ("the default share", self.default_share)]:
-            if not _finite_at_least(share.reservation, 0.0):
+            if not finite_at_least(share.reservation, 0.0):
                 raise _core.AutoSloCoreError(f"the queue's share of {who}: reservation must be a finite number of work-seconds per second ≥ 0, got {share.reservation!r}")
-            if not (_finite_at_least(share.weight, 0.0) and share.weight > 0):
+            if not (finite_at_least(share.weight, 0.0) and share.weight > 0):
                 raise _core.AutoSloCoreError(f"the queue's share of {who}: weight must be a finite number > 0, got {share.weight!r}")
+        # The core's own rules for the rest (the reserve, the work bound).
+        _core.validate_queue(*self.as_args()[:5])
 
     def as_args(
         self,

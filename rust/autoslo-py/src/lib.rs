@@ -225,9 +225,9 @@ fn emulate(
     config: Option<&str>,
     reservation: Option<(Vec<String>, Option<Vec<String>>, Vec<u32>, bool)>,
     admission: Option<(f64, Option<u32>)>,
-    ejection: Option<(usize, f64, f64, f64, f64, bool)>,
+    ejection: Option<EjectionArgs>,
     degradations: Option<Vec<(u32, f64, f64, f64)>>,
-    queue: Option<(usize, usize, f64, f64, Option<QueueSharing>, Option<(Vec<String>, f64, f64, usize)>)>,
+    queue: Option<(usize, usize, f64, f64, Option<QueueSharing>, Option<QueueDeferral>)>,
     budgets: Option<(BTreeMap<String, f64>, f64)>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let w = with_slo_policy(workload_in(workload, kappa, None, None, None)?, config)?;
@@ -331,6 +331,42 @@ fn sharing_policy(w: &Workload, (shares, (reservation, weight), max_wait_s, exce
         by_index.insert(i as u32, tenancy::Share { reservation, weight });
     }
     Ok(tenancy::SharingPolicy { shares: by_index, default: tenancy::Share { reservation, weight }, max_wait_s, excess_only })
+}
+
+/// Outlier ejection as Python passes it: minimum samples, ratio, α, largest ejected fraction,
+/// base ejection (s), and whether to cover an ejected cluster's capacity.
+type EjectionArgs = (usize, f64, f64, f64, f64, bool);
+
+/// Check outlier-ejection settings (as `emulate(ejection=...)` takes them) by the core's rules,
+/// before any run.
+#[pyfunction]
+fn validate_ejection(ejection: EjectionArgs) -> PyResult<()> {
+    let (min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s, _) = ejection;
+    placement::OutlierEjector::new(0, placement::EjectionPolicy { min_samples, ratio, alpha, max_ejected_fraction, base_ejection_s }).map(drop).map_err(err)
+}
+
+/// A deferral as Python passes it: class names, window start and end (s into the day), slots.
+type QueueDeferral = (Vec<String>, f64, f64, usize);
+
+/// Check an admission queue's settings (as `emulate(queue=...)` takes them, without the
+/// deferral) by the core's own rules, before any run; tenant names are checked against a
+/// workload only when one runs.
+#[pyfunction]
+fn validate_queue(slots_per_cluster: usize, max_queued: usize, max_queued_work_s: f64, reserve: f64, sharing: Option<QueueSharing>) -> PyResult<()> {
+    tenancy::QueueSettings { slots_per_cluster, max_queued, max_queued_work_s, reserve }.validate().map_err(err)?;
+    if let Some((shares, (reservation, weight), max_wait_s, excess_only)) = sharing {
+        let shares = shares.into_iter().enumerate().map(|(i, (_, reservation, weight))| (i as u32, tenancy::Share { reservation, weight })).collect();
+        tenancy::SharingPolicy { shares, default: tenancy::Share { reservation, weight }, max_wait_s, excess_only }.validate().map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Check a deferral (as `emulate(queue=(..., deferral))` takes it) by the core's own rules,
+/// before any run; class names are checked against a workload only when one runs.
+#[pyfunction]
+fn validate_deferral(deferral: QueueDeferral) -> PyResult<()> {
+    let (classes, from_s, until_s, slots_per_cluster) = deferral;
+    tenancy::Deferral { classes: (0..classes.len() as u32).collect(), from_s, until_s, slots_per_cluster }.validate().map_err(err)
 }
 
 /// The SLO policy of execution configuration `config` (JSON), if it has one.
@@ -631,6 +667,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<live::PyControlPlane>()?;
     m.add_function(wrap_pyfunction!(tuner::validate_execution_config, m)?)?;
     m.add_function(wrap_pyfunction!(scaling::validate_autoscaler, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_queue, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_deferral, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_ejection, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tuner_settings, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::untuned_config, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::forecast, m)?)?;
