@@ -732,6 +732,12 @@ impl LocalEndpoint {
     }
 }
 
+impl Drop for LocalEndpoint {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -739,11 +745,5 @@ mod tests {
         assert_eq!(super::iso8601(0.0), "1970-01-01T00:00:00.000Z");
         assert_eq!(super::iso8601(1_796_119_839.366), "2026-12-01T10:10:39.366Z");
         assert_eq!(super::iso8601(951_782_400.5), "2000-02-29T00:00:00.500Z");
-    }
-}
-
-impl Drop for LocalEndpoint {
-    fn drop(&mut self) {
-        self.shutdown();
     }
 }

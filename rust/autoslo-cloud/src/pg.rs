@@ -42,7 +42,7 @@ impl PgBinaries {
                 .filter_map(|e| e.ok())
                 .filter_map(|e| e.file_name().to_str().and_then(|v| v.parse::<u32>().ok()).map(|v| (v, e.path().join("bin"))))
                 .collect();
-            versions.sort_by(|a, b| b.0.cmp(&a.0));
+            versions.sort_by_key(|v| std::cmp::Reverse(v.0));
             candidates.extend(versions.into_iter().map(|v| v.1));
         }
         let dir = candidates

@@ -224,7 +224,7 @@ mod tests {
         assert!(e.starts_with("a router's clusters[1] must be a Redshift Serverless base capacity"), "{e}");
         let mut live = LiveRouter::new(Box::new(RoundRobin::default()), &[16]).unwrap();
         assert!(live.add_cluster(12, None).is_err() && live.add_cluster(24, None).is_ok());
-        let e = live.add_cluster(16, Some(f64::NAN)).err().expect("a NaN ready time is refused").to_string();
+        let e = live.add_cluster(16, Some(f64::NAN)).expect_err("a NaN ready time is refused").to_string();
         assert!(e.starts_with("ready_at must be a finite time in seconds"), "{e}");
         assert!(live.add_cluster(16, Some(f64::INFINITY)).is_err(), "a cluster never ready is refused");
         assert_eq!(live.clusters().len(), 2, "a refused cluster is not added");

@@ -445,7 +445,7 @@ fn simulator_class_latency_scale_slows_the_listed_classes_only() {
     let p = model();
     let base = base_workload(0.02, 2, &SloTable::paper(2.0).unwrap()).unwrap();
     // Every other query a backfill.
-    let qs = base.queries().iter().enumerate().map(|(k, q)| crate::workload::Query { class: (k % 2) as u32, ..q.clone() }).collect();
+    let qs = base.queries().iter().enumerate().map(|(k, q)| crate::workload::Query { class: (k % 2) as u32, ..*q }).collect();
     let w = Workload::new(qs, base.tenants().to_vec(), vec!["adhoc".into(), "backfill".into()]).unwrap();
     let run = |scale: Option<Vec<(&str, f64)>>| {
         let class_scale = scale.map(|v| ClassLatencyScale::new(v.into_iter().map(|(c, s)| (c.to_string(), s))).unwrap());

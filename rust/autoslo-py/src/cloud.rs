@@ -89,11 +89,17 @@ impl PyLocalEndpoint {
     }
     /// Answer the next `n` requests with ThrottlingException.
     fn throttle_next(&self, n: u32) -> PyResult<()> {
-        self.with(|e| Ok(e.throttle_next(n)))
+        self.with(|e| {
+            e.throttle_next(n);
+            Ok(())
+        })
     }
     /// Workgroups whose name contains `pattern` stay CREATING forever.
     fn never_available(&self, pattern: &str) -> PyResult<()> {
-        self.with(|e| Ok(e.never_available(pattern)))
+        self.with(|e| {
+            e.never_available(pattern);
+            Ok(())
+        })
     }
     /// SIGKILL the PostgreSQL server behind a workgroup.
     fn kill_server(&self, workgroup: &str) -> PyResult<()> {

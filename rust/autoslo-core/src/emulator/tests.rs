@@ -160,7 +160,7 @@ impl crate::tenancy::Admission for EveryThird {
         if !clusters.iter().any(|c| c.accepts_queries()) {
             Some(RejectReason::Capacity)
         } else {
-            (query.id % 3 == 0).then_some(RejectReason::InfeasibleDeadline)
+            query.id.is_multiple_of(3).then_some(RejectReason::InfeasibleDeadline)
         }
     }
     fn name(&self) -> &str {
@@ -178,7 +178,7 @@ fn rejected_queries_get_one_outcome_row_no_cluster_and_no_cost() {
     for (i, r) in t.rows.iter().enumerate() {
         assert_eq!(r.query, i, "row i is query i, exactly once");
         let q = &w.queries()[i];
-        if q.id % 3 == 0 {
+        if q.id.is_multiple_of(3) {
             assert_eq!(r.outcome, Outcome::Rejected(RejectReason::InfeasibleDeadline));
             assert!(r.cluster.is_none() && r.cost_micro_usd == 0 && !r.met(q.slo));
         } else {
@@ -254,7 +254,7 @@ fn a_reservation_in_the_shared_queue_serves_its_tenant_first_and_nothing_is_lost
     // The overload above, its queries alternating between two tenants.
     let slo = SloTable::paper(2.0).unwrap();
     let base = base_workload(0.5, 4, &slo).unwrap();
-    let queries = base.queries().iter().enumerate().map(|(i, q)| Query { tenant: (i % 2) as u32, ..q.clone() }).collect();
+    let queries = base.queries().iter().enumerate().map(|(i, q)| Query { tenant: (i % 2) as u32, ..*q }).collect();
     let w = Workload::new(queries, vec!["batch".into(), "premium".into()], base.classes().to_vec()).unwrap();
     let settings = QueueSettings { slots_per_cluster: 4, max_queued: 40, max_queued_work_s: 1e9, reserve: 1.0 };
     let run = |sharing: Option<SharingPolicy>| {
@@ -283,7 +283,7 @@ fn deferred_batch_work_starts_in_its_window_and_the_rest_is_untouched() {
     let h = base.horizon();
     assert!(h < 40_000.0, "the window below must fall inside one day: horizon {h}");
     // Every third query is batch work with a day's deadline.
-    let queries = base.queries().iter().enumerate().map(|(i, q)| if i % 3 == 0 { Query { class: 1, slo: 86_400.0, ..q.clone() } } else { Query { class: 0, ..q.clone() } }).collect();
+    let queries = base.queries().iter().enumerate().map(|(i, q)| if i % 3 == 0 { Query { class: 1, slo: 86_400.0, ..*q } } else { Query { class: 0, ..*q } }).collect();
     let w = Workload::new(queries, base.tenants().to_vec(), vec!["adhoc".into(), "backfill".into()]).unwrap();
     let window = Deferral { classes: vec![1], from_s: h / 2.0, until_s: h / 2.0 + 3600.0, slots_per_cluster: 2 };
     let settings = QueueSettings { slots_per_cluster: 1000, max_queued: 100_000, max_queued_work_s: 1e12, reserve: 1.0 };

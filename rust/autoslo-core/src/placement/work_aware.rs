@@ -62,7 +62,7 @@ impl WorkAwarePlacer {
         if class_seed.is_empty() || class_seed.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
             return Err(AutoSloError::InvalidConfig("every class needs a positive finite seed cost".into()));
         }
-        if !(max_estimate.is_finite() && max_estimate > 0.0) || !(0.0..1.0).contains(&locality_credit) {
+        if !max_estimate.is_finite() || max_estimate <= 0.0 || !(0.0..1.0).contains(&locality_credit) {
             return Err(AutoSloError::InvalidConfig(format!("max_estimate must be > 0 and locality_credit in [0, 1) (got {max_estimate}, {locality_credit})")));
         }
         Ok(Self { rng: Rng::new(seed), class_mean: class_seed, alpha: 0.01, max_estimate, locality_credit })

@@ -144,18 +144,12 @@ pub fn agg_perf(outcomes: &[SimOutcome], alpha: Aggregate, scope: TargetScope) -
 }
 
 /// Settings shared by every simulation of a batch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct BatchSettings {
     pub sim: SimulatorConfig,
     pub router: RouterOptions,
     /// Keep per-query logs (FindGoodSpinupTime needs them).
     pub keep_logs: bool,
-}
-
-impl Default for BatchSettings {
-    fn default() -> Self {
-        Self { sim: SimulatorConfig::default(), router: RouterOptions::default(), keep_logs: false }
-    }
 }
 
 /// Progress and cancellation of a running batch (shared across threads).

@@ -306,9 +306,9 @@ mod simulated {
         let init = ExecutionConfig { autoscaler: None, ..ExecutionConfig::new(vec![8]) };
         let params = SchedulerParams { eta: 2, sizes: vec![16, 32], phi: 2, spinup_time: SpinupTimeParams { k: 2, spinup_s: 300.0, sigma_min_s: 600.0 }, ..Default::default() };
         let control = BatchControl::new();
-        let r = schedule_spinups(&p, &[init.clone()], train, val, &params, &BatchSettings::default(), &RayonBackend, &control).unwrap();
+        let r = schedule_spinups(&p, std::slice::from_ref(&init), train, val, &params, &BatchSettings::default(), &RayonBackend, &control).unwrap();
         assert!(!r.best.scheduled_spinups.is_empty() && r.best.scheduled_spinups.len() <= 2, "{:?}", r.best);
-        let base = agg_perf(&simulate_batch(&p, &[init.clone()], train, &BatchSettings::default(), &RayonBackend, &control).unwrap()[0], Aggregate::Mean, TargetScope::Fleet);
+        let base = agg_perf(&simulate_batch(&p, std::slice::from_ref(&init), train, &BatchSettings::default(), &RayonBackend, &control).unwrap()[0], Aggregate::Mean, TargetScope::Fleet);
         let c = &r.candidates[0];
         assert!(c.training.0 < base.0, "the accepted spinups improve training: {:?} vs {base:?}", c.training);
         assert_eq!(control.progress().0, control.progress().1);
