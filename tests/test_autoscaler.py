@@ -249,6 +249,8 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     plain.charge_budget("acme", 1.0)
     with pytest.raises(_core.AutoSloCoreError, match="margin"):
         autoslo.control_plane([8], "noop", routing="round-robin", admission=DeadlineAdmission(margin=0.5))
+    with pytest.raises(TypeError, match="`budgets` must be an autoslo.tenancy.Budgets"):
+        autoslo.control_plane([8], "noop", routing="round-robin", budgets={"acme": 1.0})  # type: ignore[arg-type]
 
 
 def test_the_in_process_control_plane_keeps_what_it_served_as_the_service_does(tmp_path) -> None:

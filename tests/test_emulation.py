@@ -110,11 +110,31 @@ def test_jain_index_and_the_canopy_fixture(capsys: pytest.CaptureFixture[str]) -
         ({"schedule": [(10.0, "teardown", 9)]}, "does not exist"),
         ({"schedule": [(10.0, "resize", 9)]}, "unknown scheduled action"),
         ({"price_per_rpu_hour": -1.0}, "price"),
+        ({"degradations": [(0, 0.5, 0.0, 10.0)]}, r"degradations\[0\].factor must be ≥ 1"),
+        ({"degradations": [(-1, 2.0, 0.0, 10.0)]}, r"degradations\[0\]'s cluster must be a whole number ≥ 0"),
+        ({"degradations": [(0, "2", 0.0, 10.0)]}, r"degradations\[0\]'s factor must be a number, got '2'"),
     ],
 )
 def test_bad_emulation_input_is_a_clear_error(kwargs: dict, message: str) -> None:
     wl = autoslo.base_workload(0.2, seed=4, kappa=2)
     with pytest.raises(autoslo.AutoSloCoreError, match=message):
+        autoslo.emulate(wl, [16], **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"reservation": (["tenant-1"], [0])}, r"`reservation` must be an autoslo.tenancy.Reservation \(or None\), got \(\['tenant-1'\], \[0\]\)"),
+        ({"queue": {"slots_per_cluster": 3}}, "`queue` must be an autoslo.tenancy.AdmissionQueue"),
+        ({"admission": 1.5}, "`admission` must be an autoslo.tenancy.DeadlineAdmission"),
+        ({"budgets": {"tenant-1": 5.0}}, "`budgets` must be an autoslo.tenancy.Budgets"),
+        ({"ejection": True}, "`ejection` must be an autoslo.placement.Ejection"),
+        ({"degradations": [(0, 2.0)]}, r"degradations\[0\] must be \(cluster, factor, from_s, until_s\), got \(0, 2.0\)"),
+    ],
+)
+def test_settings_of_the_wrong_kind_are_type_errors_naming_the_setting(kwargs: dict, message: str) -> None:
+    wl = autoslo.base_workload(0.2, seed=4, kappa=2)
+    with pytest.raises(TypeError, match=message):
         autoslo.emulate(wl, [16], **kwargs)
 
 
@@ -148,6 +168,10 @@ def test_sizes_no_redshift_serverless_workgroup_can_have_are_refused_everywhere(
     with pytest.raises(TypeError, match=r"clusters\[0\] must be a whole number of RPU"):
         autoslo.control_plane([16.0], "autoslo")  # type: ignore[list-item]
     assert autoslo.emulate(wl, np.array([16, 8])).summary()["queries"] == 30  # NumPy integers are whole numbers
+    # Beyond any size the core can read: still the base-capacity message, not an overflow.
+    for huge in (-16, 2**40):
+        with pytest.raises(autoslo.AutoSloCoreError, match=rf"clusters\[1\]: cluster size {bad}.*got {huge}"):
+            autoslo.emulate(wl, [16, huge])
 
 
 def test_the_tables_of_two_runs_concatenate() -> None:

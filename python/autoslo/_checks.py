@@ -39,6 +39,12 @@ def check_number(value: object, what: str) -> None:
         raise _core.AutoSloCoreError(f"{what} must be a number, got {value!r}")
 
 
+def check_kind(value: object, kind: type, name: str) -> None:
+    """Refuse a value that is neither ``None`` nor a ``kind`` (a settings class), naming ``name``."""
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"`{name}` must be an {kind.__module__}.{kind.__qualname__} (or None), got {value!r}")
+
+
 def check_flag(value: object, what: str) -> None:
     """Refuse anything but ``True`` or ``False``."""
     if not isinstance(value, bool):

@@ -33,13 +33,16 @@ def sizes(text: str) -> list[int]:
 def size_list(values: Iterable[object], what: str = "clusters") -> list[int]:
     """Cluster sizes given to the Python API, as a list of ints (Python or NumPy integers). A
     string, a lone number, a bool or a float is refused with a message naming ``what`` and the
-    entry, never truncated; whether each is a base capacity the core checks where it uses it."""
+    entry, never truncated, as is a size outside 1 to 2³² − 1; whether each is a base capacity the
+    core checks where it uses it."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise TypeError(f"{what} is a list of cluster sizes in RPU, such as [32, 16]; got {values!r}")
     out = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral):
             raise TypeError(f"{what}[{i}] must be a whole number of RPU, got {v!r}")
+        if not 0 < int(v) < 2**32:  # beyond what the core can even read as a size
+            raise _core.AutoSloCoreError(f"{what}[{i}]: cluster size must be {_core.BASE_CAPACITIES}, got {v!r}")
         out.append(int(v))
     return out
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from os import PathLike
 
 from autoslo import _core
+from autoslo._checks import check_kind
 from autoslo.argtypes import size_list
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.tenancy import Budgets, DeadlineAdmission
@@ -172,6 +173,8 @@ def control_plane(
     queries per tenant × class, ``cp.take_served()`` takes those that ended as a query log with
     each one's share of its cluster's bill (billed from its routing at ``price_per_rpu_hour``, each
     busy period at least ``billing_minimum_s``), and ``cp.cost()`` is the bill so far."""
+    check_kind(admission, DeadlineAdmission, "admission")
+    check_kind(budgets, Budgets, "budgets")
     plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
     return _core.ControlPlane(
         plan.clusters,

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
+from autoslo._checks import check_kind, check_number, check_whole
 from autoslo.argtypes import size_list
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
@@ -304,6 +305,8 @@ def emulate(
     silent slowdowns: ``(cluster, factor, from_s, until_s)``. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
+    for value, kind, name in ((reservation, Reservation, "reservation"), (admission, DeadlineAdmission, "admission"), (ejection, Ejection, "ejection"), (queue, AdmissionQueue, "queue"), (budgets, Budgets, "budgets")):
+        check_kind(value, kind, name)
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
     predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None or admission is not None or queue is not None or budgets is not None, predictor)
     spec = as_spec(autoscaler)
@@ -333,13 +336,29 @@ def emulate(
             reservation=reservation.as_args() if reservation is not None else None,
             admission=admission.as_args() if admission is not None else None,
             ejection=ejection.as_args() if ejection is not None else None,
-            degradations=[(int(c), float(f), float(a), float(b)) for c, f, a, b in degradations] if degradations else None,
+            degradations=_degradations(degradations),
             queue=queue.as_args() if queue is not None else None,
             budgets=budgets.as_args() if budgets is not None else None,
         )
     finally:
         close()
     return EmulationResult(trace=_with_extras(trace, workload, cfg), clusters=cluster_table, events=events, decisions=decisions)
+
+
+def _degradations(values: Sequence[tuple[int, float, float, float]] | None) -> list[tuple[int, float, float, float]] | None:
+    """Injected slowdowns as the core takes them; a malformed entry is refused naming its index
+    (the core checks the ranges: a known cluster, a factor ≥ 1, a window)."""
+    if not values:
+        return None
+    out = []
+    for i, d in enumerate(values):
+        if isinstance(d, (str, bytes)) or not isinstance(d, Sequence) or len(d) != 4:
+            raise TypeError(f"degradations[{i}] must be (cluster, factor, from_s, until_s), got {d!r}")
+        check_whole(d[0], f"degradations[{i}]'s cluster", 0, 2**32)
+        for j, what in ((1, "factor"), (2, "from_s"), (3, "until_s")):
+            check_number(d[j], f"degradations[{i}]'s {what}")
+        out.append((int(d[0]), float(d[1]), float(d[2]), float(d[3])))
+    return out
 
 
 def _with_config(

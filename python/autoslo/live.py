@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
+from autoslo._checks import check_kind
 from autoslo.autoscaler import AutoscalerConfig, as_spec, served_plan
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.emulation import EmulationResult, _with_config, _with_extras
@@ -366,6 +367,8 @@ def serve(
     :class:`QueryRejectedError` (``reason``: ``infeasible-deadline``, ``capacity`` or
     ``budget``), and the query ends in the log and the totals as ``rejected``, a violation that
     took no cluster."""
+    check_kind(admission, DeadlineAdmission, "admission")
+    check_kind(budgets, Budgets, "budgets")
     plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
     return _core.Service(
         plan.clusters,
