@@ -129,6 +129,7 @@ def test_bad_emulation_input_is_a_clear_error(kwargs: dict, message: str) -> Non
         ({"admission": 1.5}, "`admission` must be an autoslo.tenancy.DeadlineAdmission"),
         ({"budgets": {"tenant-1": 5.0}}, "`budgets` must be an autoslo.tenancy.Budgets"),
         ({"ejection": True}, "`ejection` must be an autoslo.placement.Ejection"),
+        ({"autoscaler": {"policy": "autoslo"}}, r"`autoscaler` must be an autoslo.AutoscalerConfig, a policy name \(autoslo, add-best"),
         ({"degradations": [(0, 2.0)]}, r"degradations\[0\] must be \(cluster, factor, from_s, until_s\), got \(0, 2.0\)"),
     ],
 )
@@ -172,6 +173,12 @@ def test_sizes_no_redshift_serverless_workgroup_can_have_are_refused_everywhere(
     for huge in (-16, 2**40):
         with pytest.raises(autoslo.AutoSloCoreError, match=rf"clusters\[1\]: cluster size {bad}.*got {huge}"):
             autoslo.emulate(wl, [16, huge])
+        with pytest.raises(autoslo.AutoSloCoreError, match=f"every cluster size must be a Redshift Serverless base capacity.*got \\[16, {huge}\\]"):
+            autoslo.Router("round-robin", [16, huge])
+    with pytest.raises(TypeError, match="clusters is a list of cluster sizes in RPU, such as \\[32, 16\\]; got '16'"):
+        autoslo.Router("round-robin", "16")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"clusters is a list of whole numbers of RPU, such as \[32, 16\]; got \[16.0\]"):
+        autoslo.Router("round-robin", [16.0])  # type: ignore[list-item]
 
 
 def test_the_tables_of_two_runs_concatenate() -> None:

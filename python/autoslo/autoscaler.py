@@ -124,6 +124,8 @@ def as_spec(autoscaler: AutoscalerConfig | str | None) -> dict[str, object] | No
         return None
     if isinstance(autoscaler, str):
         autoscaler = AutoscalerConfig(policy=autoscaler)
+    if not isinstance(autoscaler, AutoscalerConfig):
+        raise TypeError(f"`autoscaler` must be an autoslo.AutoscalerConfig, a policy name ({', '.join(_core.SCALING_POLICIES)}) or None, got {autoscaler!r}")
     return autoscaler.spec()
 
 

@@ -229,7 +229,7 @@ pub fn live(
     py: Python<'_>,
     workload: PyTable,
     sql: HashMap<u16, String>,
-    clusters: Vec<u32>,
+    #[pyo3(from_py_with = crate::convert::sizes)] clusters: Vec<u32>,
     predictor: Option<Bound<'_, PyPredictor>>,
     routing: &str,
     autoscaler: Option<Bound<'_, PyDict>>,

@@ -25,6 +25,24 @@ pub fn seed(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     obj.extract::<u64>().map_err(|e| if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) { pyo3::exceptions::PyValueError::new_err(format!("a seed is a whole number from 0 to 2**64 - 1, got {obj}")) } else { e })
 }
 
+/// Cluster sizes (`from_py_with`): a sequence of whole numbers of RPU, as the Python API's
+/// `size_list` takes them. A string or a float is a `TypeError` showing the expected form; a
+/// negative or too large size is the base-capacity error the core gives any other bad size, where
+/// pyo3's own errors say only "Can't extract `str` to `Vec`" or "out of range integral type
+/// conversion attempted".
+pub fn sizes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    if obj.is_instance_of::<pyo3::types::PyString>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!("clusters is a list of cluster sizes in RPU, such as [32, 16]; got {}", obj.repr()?)));
+    }
+    obj.extract::<Vec<u32>>().map_err(|e| {
+        if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) {
+            AutoSloCoreError::new_err(format!("every cluster size must be {}, got {obj}", autoslo_core::cluster::BASE_CAPACITIES))
+        } else {
+            pyo3::exceptions::PyTypeError::new_err(format!("clusters is a list of whole numbers of RPU, such as [32, 16]; got {obj} ({e})"))
+        }
+    })
+}
+
 fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<PyTable> {
     let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
     let schema = Arc::new(Schema::new(fields));

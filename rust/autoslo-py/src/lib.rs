@@ -204,7 +204,7 @@ pub(crate) fn parse_schedule(schedule: Vec<(f64, String, u32)>) -> PyResult<Vec<
 fn emulate(
     py: Python<'_>,
     workload: PyTable,
-    clusters: Vec<u32>,
+    #[pyo3(from_py_with = crate::convert::sizes)] clusters: Vec<u32>,
     #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     routing: &str,
     kappa: Option<f64>,

@@ -39,7 +39,7 @@ impl PyRouter {
     #[new]
     #[pyo3(signature = (policy, clusters, predictor=None, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, search="auto"))]
     #[allow(clippy::too_many_arguments)]
-    fn new(policy: &str, clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, #[pyo3(from_py_with = crate::convert::seed)] seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64, search: &str) -> PyResult<Self> {
+    fn new(policy: &str, #[pyo3(from_py_with = crate::convert::sizes)] clusters: Vec<u32>, predictor: Option<Bound<'_, PyPredictor>>, #[pyo3(from_py_with = crate::convert::seed)] seed: u64, price_per_rpu_hour: f64, billing_minimum_s: f64, slo_headroom: f64, search: &str) -> PyResult<Self> {
         let billing = BillingPolicy { price_per_rpu_hour, minimum_s: billing_minimum_s };
         let opts = router::RouterOptions { billing, seed, slo_headroom, search: router::Search::from_name(search).map_err(err)? };
         let r = router::router_by_name(policy, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
@@ -95,7 +95,7 @@ impl PyRouter {
 pub fn simulate(
     py: Python<'_>,
     workload: PyTable,
-    clusters: Vec<u32>,
+    #[pyo3(from_py_with = crate::convert::sizes)] clusters: Vec<u32>,
     predictor: Bound<'_, PyPredictor>,
     routing: &str,
     #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
@@ -160,7 +160,7 @@ impl PyControlPlane {
     #[pyo3(signature = (clusters, predictor=None, routing="autoslo", autoscaler=None, lifecycle="fixed", spinup_s=300.0, teardown_s=200.0, time_scale=1.0, tick_s=10.0, seed=0, price_per_rpu_hour=0.375, billing_minimum_s=60.0, slo_headroom=router::DEFAULT_SLO_HEADROOM, config=None, admission=None, budgets=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        clusters: Vec<u32>,
+        #[pyo3(from_py_with = crate::convert::sizes)] clusters: Vec<u32>,
         predictor: Option<Bound<'_, PyPredictor>>,
         routing: &str,
         autoscaler: Option<Bound<'_, PyAny>>,

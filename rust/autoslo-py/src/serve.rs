@@ -39,7 +39,7 @@ impl PyService {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        clusters: Vec<u32>,
+        #[pyo3(from_py_with = crate::convert::sizes)] clusters: Vec<u32>,
         predictor: Option<Bound<'_, PyPredictor>>,
         routing: &str,
         autoscaler: Option<Bound<'_, PyDict>>,
