@@ -152,3 +152,35 @@ def test_reproduce_router_over_seeds_and_ablations() -> None:
     assert len(out["rows"]) == 2 * 8 * 2 and {x["seed"] for x in out["rows"]} == {1, 2}
     bad = subprocess.run([sys.executable, "-m", "autoslo", "reproduce", "router", "--queries", "5", "--slo-headroom", "0.5"], capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "slo_headroom" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((-1, 3, 1), _core.AutoSloCoreError, "a query id must be from 0 to 2\\*\\*64 - 1, got -1"),
+        ((1, 70000, 1), _core.AutoSloCoreError, "a query's template must be a TPC-DS template number, 1-99, got 70000"),
+        ((1, -3, 1), _core.AutoSloCoreError, "template must be a TPC-DS template number, 1-99, got -3"),
+        ((1, 100, 1), _core.AutoSloCoreError, "unknown query template 100"),
+        ((1, 3, 70000), _core.AutoSloCoreError, "a query's instance must be from 1 to 65535, got 70000"),
+        ((1, 3, 0), _core.AutoSloCoreError, "a query's instance must be from 1 to 65535, got 0"),
+        ((1, 3, 1.5), TypeError, r"a query's instance must be a whole number \(from 1 to 65535\), got 1.5"),
+        ((1, "3", 1), TypeError, "a query's template must be a whole number .*, got '3'"),
+    ],
+)
+def test_a_live_query_out_of_range_or_of_the_wrong_type_is_a_clear_error(model: predictor.Predictor, args: tuple, error: type, message: str) -> None:
+    """The live entry points (``Router.route``, ``ControlPlane.route``, the predictor's estimates)
+    say what a query id, template, instance or size must be, not pyo3's overflow text."""
+    router = autoslo.Router("autoslo", [16, 16], predictor=model)
+    cp = autoslo.control_plane([16], "noop", routing="round-robin")
+    with pytest.raises(error, match=message):
+        router.route(args[0], args[1], args[2], 0.0, 10.0)
+    with pytest.raises(error, match=message):
+        cp.route(*args, 10.0)
+    assert router.route(7, 3, 1, 0.0, 10.0) in (0, 1) and cp.route(7, 3, 1, 10.0) == 0
+
+
+def test_an_estimate_for_a_negative_size_is_a_clear_error(model: predictor.Predictor) -> None:
+    with pytest.raises(_core.AutoSloCoreError, match="a cluster size must be a Redshift Serverless base capacity.*got -16"):
+        model.stage_estimate(3, 1, -16)
+    with pytest.raises(_core.AutoSloCoreError, match="a cluster size must be a Redshift Serverless base capacity.*got -16"):
+        autoslo.isolated_runtime(3, 1, -16)

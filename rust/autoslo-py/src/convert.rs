@@ -16,8 +16,6 @@ use pyo3_arrow::PyTable;
 
 use crate::AutoSloCoreError;
 
-/// A table of `columns`. Every field is declared nullable, whether or not this run has a null in
-/// it, so that every run's table has the same schema (tables of two runs concatenate).
 /// A seed argument (`from_py_with`): a whole number from 0 to 2**64 − 1. A negative or too
 /// large int is a `ValueError` saying so, where pyo3's own `OverflowError` says only "can't
 /// convert negative int to unsigned".
@@ -43,6 +41,43 @@ pub fn sizes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
     })
 }
 
+/// `e`, raised extracting `obj` as `what`, with a message saying what is due: an out-of-range
+/// int is an `AutoSloCoreError` ("`what` must be `range`"), a value of another type a
+/// `TypeError`, where pyo3's own messages say only "out of range integral type conversion
+/// attempted" or "'float' object cannot be interpreted as an integer".
+fn whole_number_error(obj: &Bound<'_, PyAny>, e: PyErr, what: &str, range: &str) -> PyErr {
+    let shown = obj.repr().map_or_else(|_| "?".to_string(), |r| r.to_string());
+    if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) {
+        AutoSloCoreError::new_err(format!("{what} must be {range}, got {shown}"))
+    } else if e.is_instance_of::<pyo3::exceptions::PyTypeError>(obj.py()) {
+        pyo3::exceptions::PyTypeError::new_err(format!("{what} must be a whole number ({range}), got {shown}"))
+    } else {
+        e
+    }
+}
+
+/// A query id (`from_py_with`): a whole number from 0 to 2**64 − 1.
+pub fn query_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    obj.extract::<u64>().map_err(|e| whole_number_error(obj, e, "a query id", "from 0 to 2**64 - 1"))
+}
+
+/// A TPC-DS template number (`from_py_with`); the catalog checks it is one of its templates.
+pub fn template(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
+    obj.extract::<u16>().map_err(|e| whole_number_error(obj, e, "a query's template", "a TPC-DS template number, 1-99"))
+}
+
+/// A query's instance (`from_py_with`), as the core takes it.
+pub fn instance(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
+    obj.extract::<u16>().map_err(|e| whole_number_error(obj, e, "a query's instance", "from 1 to 65535"))
+}
+
+/// One cluster size in RPU (`from_py_with`); the core checks it is a base capacity.
+pub fn size(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+    obj.extract::<u32>().map_err(|e| whole_number_error(obj, e, "a cluster size", autoslo_core::cluster::BASE_CAPACITIES))
+}
+
+/// A table of `columns`. Every field is declared nullable, whether or not this run has a null in
+/// it, so that every run's table has the same schema (tables of two runs concatenate).
 fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<PyTable> {
     let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
     let schema = Arc::new(Schema::new(fields));

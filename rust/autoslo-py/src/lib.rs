@@ -63,7 +63,7 @@ pub(crate) fn workload_out(py: Python<'_>, w: &Workload) -> PyResult<Py<PyAny>> 
 
 /// Mean isolated runtime (s) of a TPC-DS query text on a cluster of `rpu` (measured or fitted).
 #[pyfunction]
-fn isolated_runtime(template: u16, instance: u16, rpu: u32) -> PyResult<f64> {
+fn isolated_runtime(#[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, #[pyo3(from_py_with = crate::convert::size)] rpu: u32) -> PyResult<f64> {
     catalog::tpcds().isolated_runtime(QueryText { template, instance }, rpu).map_err(err)
 }
 
@@ -124,7 +124,7 @@ fn catalog_fit_report(py: Python<'_>) -> PyResult<Py<PyDict>> {
 /// The SLO (s) of a template in a class under the given rule.
 #[pyfunction]
 #[pyo3(signature = (template, workload_class="adhoc", kappa=2.0, baseline=None, class_kappa=None, class_slo_s=None))]
-fn slo_for(template: u16, workload_class: &str, kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<f64> {
+fn slo_for(#[pyo3(from_py_with = crate::convert::template)] template: u16, workload_class: &str, kappa: f64, baseline: Option<BTreeMap<u16, f64>>, class_kappa: Option<BTreeMap<String, f64>>, class_slo_s: Option<BTreeMap<String, f64>>) -> PyResult<f64> {
     slo_table(kappa, baseline, class_kappa, class_slo_s)?.slo(template, workload_class).map_err(err)
 }
 

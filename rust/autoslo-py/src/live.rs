@@ -52,7 +52,7 @@ impl PyRouter {
     /// restricts the choice to those cluster ids.
     #[pyo3(signature = (query_id, template, instance, arrival, slo, among=None))]
     #[allow(clippy::too_many_arguments)]
-    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, arrival: f64, slo: f64, among: Option<Vec<ClusterId>>) -> PyResult<ClusterId> {
+    fn route(&self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, #[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, arrival: f64, slo: f64, among: Option<Vec<ClusterId>>) -> PyResult<ClusterId> {
         let text = QueryText { template, instance };
         py.detach(|| match &among {
             None => self.lock()?.route(query_id, text, arrival, slo).map_err(err),
@@ -62,7 +62,7 @@ impl PyRouter {
 
     /// A routed query finished at `now` (s).
     #[pyo3(signature = (query_id, now, timed_out=false))]
-    fn complete(&self, py: Python<'_>, query_id: u64, now: f64, timed_out: bool) -> PyResult<()> {
+    fn complete(&self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, now: f64, timed_out: bool) -> PyResult<()> {
         py.detach(|| self.lock()?.complete(query_id, now, timed_out).map(|_| ()).map_err(err))
     }
 
@@ -199,7 +199,7 @@ impl PyControlPlane {
     /// else `slo`. Refused at admission: `QueryRejectedError` (its `reason`), and not routed.
     #[pyo3(signature = (query_id, template, instance, slo=None, *, tenant=None, workload_class=None))]
     #[allow(clippy::too_many_arguments)]
-    fn route(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<ClusterId> {
+    fn route(&self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, #[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<ClusterId> {
         let text = QueryText { template, instance };
         let (tenant, class) = (tenant.unwrap_or(""), workload_class.unwrap_or(""));
         let routed = py.detach(|| self.inner.route_logged(query_id, text, tenant, class, slo)).map_err(err)?;
@@ -221,7 +221,7 @@ impl PyControlPlane {
 
     /// A routed query finished (or timed out) now.
     #[pyo3(signature = (query_id, timed_out=false))]
-    fn complete(&self, py: Python<'_>, query_id: u64, timed_out: bool) -> PyResult<()> {
+    fn complete(&self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, timed_out: bool) -> PyResult<()> {
         py.detach(|| self.inner.complete_logged(query_id, timed_out)).map_err(err)
     }
 
@@ -251,7 +251,7 @@ impl PyControlPlane {
     /// The SLO `route` gives a query: the deadline the configuration's `slo_policy` sets for
     /// it, else `slo`; neither is an error.
     #[pyo3(signature = (template, slo=None, *, tenant=None, workload_class=None))]
-    fn slo_of(&self, template: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<f64> {
+    fn slo_of(&self, #[pyo3(from_py_with = crate::convert::template)] template: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<f64> {
         self.inner.slo_of(tenant.unwrap_or(""), workload_class.unwrap_or(""), QueryText { template, instance: 1 }, slo).map_err(err)
     }
 

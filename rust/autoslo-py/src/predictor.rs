@@ -217,7 +217,7 @@ impl PyPredictor {
     }
 
     /// Stage's isolated-runtime estimate (s).
-    fn stage_estimate(&self, template: u16, instance: u16, rpu: u32) -> PyResult<f64> {
+    fn stage_estimate(&self, #[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, #[pyo3(from_py_with = crate::convert::size)] rpu: u32) -> PyResult<f64> {
         self.inner.stage.estimate(text(template, instance), rpu).map_err(err)
     }
 
@@ -292,7 +292,7 @@ impl PyClusterPredictor {
 #[pymethods]
 impl PyClusterPredictor {
     /// Add an arrival; returns (its predicted latency s, [(id, updated prediction s) of the running queries]).
-    fn add_arrival(&mut self, py: Python<'_>, query_id: u64, template: u16, instance: u16, arrival: f64) -> PyResult<(f64, Vec<(u64, f64)>)> {
+    fn add_arrival(&mut self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, #[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, arrival: f64) -> PyResult<(f64, Vec<(u64, f64)>)> {
         let q = self.features(query_id, template, instance, arrival)?;
         let (model, state) = (&self.model, &mut self.state);
         let u = py.detach(|| state.add_arrival(model.kernel(), q)).map_err(err)?;
@@ -300,7 +300,7 @@ impl PyClusterPredictor {
     }
 
     /// The effect of adding a query, without committing it.
-    fn counterfactual(&self, py: Python<'_>, query_id: u64, template: u16, instance: u16, arrival: f64) -> PyResult<PyCounterfactual> {
+    fn counterfactual(&self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, #[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, arrival: f64) -> PyResult<PyCounterfactual> {
         let q = self.features(query_id, template, instance, arrival)?;
         let cf = py.detach(|| self.state.counterfactual(self.model.kernel(), q)).map_err(err)?;
         Ok(PyCounterfactual { inner: cf, ids: self.state.running().iter().map(|r| r.query.id).collect() })
@@ -312,7 +312,7 @@ impl PyClusterPredictor {
     }
 
     /// A running query completed.
-    fn complete(&mut self, query_id: u64) -> PyResult<()> {
+    fn complete(&mut self, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64) -> PyResult<()> {
         self.state.complete(query_id).map(|_| ()).map_err(err)
     }
 

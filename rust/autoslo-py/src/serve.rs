@@ -91,7 +91,7 @@ impl PyService {
     /// run it: a dict with cluster_id, size, workgroup, address and port.
     #[pyo3(signature = (query_id, template, instance, slo=None, *, tenant=None, workload_class=None))]
     #[allow(clippy::too_many_arguments)]
-    fn route<'py>(&self, py: Python<'py>, query_id: u64, template: u16, instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    fn route<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, #[pyo3(from_py_with = crate::convert::template)] template: u16, #[pyo3(from_py_with = crate::convert::instance)] instance: u16, slo: Option<f64>, tenant: Option<&str>, workload_class: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
         let text = QueryText { template, instance };
         let (tenant, class) = (tenant.unwrap_or(""), workload_class.unwrap_or(""));
         let r = py.detach(|| self.read().and_then(|s| s.route(query_id, text, tenant, class, slo).map_err(cloud_err)))?;
@@ -106,7 +106,7 @@ impl PyService {
 
     /// A routed query finished now (`timed_out`: stopped or failed without an answer).
     #[pyo3(signature = (query_id, timed_out=false))]
-    fn complete(&self, py: Python<'_>, query_id: u64, timed_out: bool) -> PyResult<()> {
+    fn complete(&self, py: Python<'_>, #[pyo3(from_py_with = crate::convert::query_id)] query_id: u64, timed_out: bool) -> PyResult<()> {
         py.detach(|| self.read().and_then(|s| s.complete(query_id, timed_out).map_err(cloud_err)))
     }
 
