@@ -187,7 +187,19 @@ impl ControlPlane {
                 // Decisions of the scalers replaced so far (each scaler numbers its own from 0).
                 let mut before = 0;
                 while !s.stop.load(Ordering::Acquire) {
-                    std::thread::sleep(period);
+                    // Wait out the period, but wake at once when stopped ([`ControlPlane::stop`]
+                    // unparks this thread), so dropping a control plane never blocks a tick.
+                    let due = Instant::now() + period;
+                    loop {
+                        if s.stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        let now = Instant::now();
+                        if now >= due {
+                            break;
+                        }
+                        std::thread::park_timeout(due - now);
+                    }
                     if let Some(next) = s.next_scaler.lock().ok().and_then(|mut n| n.take()) {
                         before += scaler.decisions().len();
                         scaler = next;
@@ -562,10 +574,14 @@ impl ControlPlane {
         self.shared.decisions.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
-    /// Stop the autoscaler thread (routing keeps working on the current clusters).
+    /// Stop the autoscaler thread (routing keeps working on the current clusters). It returns
+    /// at once when the thread is waiting for its next pass, and after the pass when one runs.
     pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(w) = self.worker.take() {
+            // The flag is set before the unpark, so the thread sees it whether it is parked now
+            // or parks next (an unpark before a park makes that park return at once).
+            w.thread().unpark();
             let _ = w.join();
         }
     }
@@ -686,6 +702,23 @@ mod tests {
             }
         }
         assert!(cp.complete(0, false).is_err(), "completed twice");
+    }
+
+    #[test]
+    fn stopping_does_not_wait_for_the_next_pass() {
+        // A day between passes: a stop that slept the period out would hang here for that day.
+        let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(16), 1, 3, 8).unwrap());
+        let manager = Box::new(InProcessManager::new(Lifecycle::Fixed { spinup_s: 0.3, teardown_s: 0.1 }, 1).unwrap());
+        let mut cp = ControlPlane::start(Box::new(RoundRobin::default()), &[16], scaler, manager, 86_400.0, 1.0).unwrap();
+        assert_eq!(cp.route(1, QueryText { template: 3, instance: 1 }, 60.0).unwrap(), 0);
+        let asked = Instant::now();
+        cp.stop();
+        assert!(asked.elapsed() < Duration::from_secs(60), "stop waited {:?} for a pass a day away", asked.elapsed());
+        assert!(cp.worker.is_none());
+        // Routing keeps working on the current clusters; a second stop, and the drop, are no-ops.
+        assert_eq!(cp.route(2, QueryText { template: 3, instance: 1 }, 60.0).unwrap(), 0);
+        cp.stop();
+        assert!(cp.events().is_empty(), "no pass ran");
     }
 
     #[test]
