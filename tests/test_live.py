@@ -744,6 +744,11 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
     per_query = 0.375 * 8 * est / 3600
     with pytest.raises(_core.AutoSloCoreError, match="budget of tenant 'acme'"):
         Budgets({"acme": -1.0})
+    # A setting of another kind is refused before any workgroup is touched.
+    with pytest.raises(TypeError, match="`admission` must be an autoslo.tenancy.DeadlineAdmission"):
+        serve([8], "noop", routing="round-robin", endpoint="http://127.0.0.1:9", admission=(1.0, None))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="`budgets` must be an autoslo.tenancy.Budgets"):
+        serve([8], "noop", routing="round-robin", endpoint="http://127.0.0.1:9", budgets={"acme": 1.0})  # type: ignore[arg-type]
     with LocalEndpoint(time_factor=0.005) as ep:
         admission, budgets = DeadlineAdmission(), Budgets({"acme": 2.5 * per_query})
         with serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="adm", admission=admission, budgets=budgets, billing_minimum_s=0.2) as svc:

@@ -175,9 +175,7 @@ def control_plane(
     queries per tenant × class, ``cp.take_served()`` takes those that ended as a query log with
     each one's share of its cluster's bill (billed from its routing at ``price_per_rpu_hour``, each
     busy period at least ``billing_minimum_s``), and ``cp.cost()`` is the bill so far."""
-    check_kind(admission, DeadlineAdmission, "admission")
-    check_kind(budgets, Budgets, "budgets")
-    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
+    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, admission=admission, budgets=budgets)
     return _core.ControlPlane(
         plan.clusters,
         predictor=plan.predictor,
@@ -189,8 +187,8 @@ def control_plane(
         tick_s=tick_s,
         seed=seed,
         config=plan.config,
-        admission=admission.as_args() if admission is not None else None,
-        budgets=budgets.as_args() if budgets is not None else None,
+        admission=plan.admission,
+        budgets=plan.budgets,
         price_per_rpu_hour=price_per_rpu_hour,
         billing_minimum_s=billing_minimum_s,
     )
@@ -206,6 +204,10 @@ class ServedPlan:
     predictor: _core.Predictor | None
     #: The execution configuration as JSON (its schedule placed in the day), if one was given.
     config: str | None
+    #: ``admission`` in the form the extension takes, if one was given.
+    admission: tuple[float, int | None] | None = None
+    #: ``budgets`` in the form the extension takes, if any were given.
+    budgets: tuple[dict[str, float], float] | None = None
 
 
 def served_plan(
@@ -216,12 +218,18 @@ def served_plan(
     predictor: _core.Predictor | None,
     start_s: float,
     *,
-    stage_estimates: bool = False,
+    admission: DeadlineAdmission | None = None,
+    budgets: Budgets | None = None,
 ) -> ServedPlan:
     """The clusters, routing, autoscaler and predictor a control plane serves: given one by one,
-    or by an execution configuration placed ``start_s`` into the day (``ExecutionConfig.from_time``).
-    ``stage_estimates``: admission or budgets read the predictor's Stage estimates, so it is
-    loaded whatever the routing."""
+    or by an execution configuration placed ``start_s`` into the day (``ExecutionConfig.from_time``),
+    and its ``admission`` and ``budgets`` (checked to be of their kind). Admission or budgets read
+    the predictor's Stage estimates, so with either the predictor is loaded whatever the routing."""
+    check_kind(admission, DeadlineAdmission, "admission")
+    check_kind(budgets, Budgets, "budgets")
+    admission_args = admission.as_args() if admission is not None else None
+    budgets_args = budgets.as_args() if budgets is not None else None
+    stage_estimates = admission is not None or budgets is not None
     if config is None and start_s:
         raise ValueError("start_s places an execution configuration's schedule in the day: give it with config=")
     if config is not None:
@@ -229,7 +237,15 @@ def served_plan(
             raise ValueError("an execution configuration sets the clusters: give config= without clusters")
         cfg = config if isinstance(config, ExecutionConfig) else ExecutionConfig.load(config)
         cfg = cfg.from_time(start_s)
-        return ServedPlan(cfg.initial_clusters, cfg.routing, None, predictor_for(True, predictor), cfg.to_json())
+        return ServedPlan(cfg.initial_clusters, cfg.routing, None, predictor_for(True, predictor), cfg.to_json(), admission_args, budgets_args)
     if clusters is None:
         raise ValueError("give the initial clusters (sizes in RPU) or an execution configuration (config=)")
-    return ServedPlan(size_list(clusters), routing, as_spec(autoscaler), predictor_for(routing in NEEDS_PREDICTOR or stage_estimates, predictor), None)
+    return ServedPlan(
+        size_list(clusters),
+        routing,
+        as_spec(autoscaler),
+        predictor_for(routing in NEEDS_PREDICTOR or stage_estimates, predictor),
+        None,
+        admission_args,
+        budgets_args,
+    )

@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
-from autoslo._checks import check_kind
 from autoslo.autoscaler import AutoscalerConfig, as_spec, served_plan
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.emulation import EmulationResult, _with_config, _with_extras
@@ -367,9 +366,7 @@ def serve(
     :class:`QueryRejectedError` (``reason``: ``infeasible-deadline``, ``capacity`` or
     ``budget``), and the query ends in the log and the totals as ``rejected``, a violation that
     took no cluster."""
-    check_kind(admission, DeadlineAdmission, "admission")
-    check_kind(budgets, Budgets, "budgets")
-    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, stage_estimates=admission is not None or budgets is not None)
+    plan = served_plan(clusters, autoscaler, config, routing, predictor, start_s, admission=admission, budgets=budgets)
     return _core.Service(
         plan.clusters,
         predictor=plan.predictor,
@@ -392,6 +389,6 @@ def serve(
         price_per_rpu_hour=price_per_rpu_hour,
         billing_minimum_s=billing_minimum_s,
         slo_headroom=slo_headroom,
-        admission=admission.as_args() if admission is not None else None,
-        budgets=budgets.as_args() if budgets is not None else None,
+        admission=plan.admission,
+        budgets=plan.budgets,
     )
