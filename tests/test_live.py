@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -457,6 +458,23 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
         assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()  # deleting, or gone
 
 
+def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def _pending_ids(path: Path) -> list[int]:
+    """The query ids a journal's pending.arrow holds (none while it is absent)."""
+    try:
+        return [int(q) for q in pa.ipc.open_file(pa.memory_map(str(path))).read_all()["query_id"].to_pylist()]
+    except FileNotFoundError:
+        return []
+
+
 def test_a_crashed_serve_loses_no_query_that_ended_and_the_next_run_logs_them(tmp_path: Path) -> None:
     """`autoslo serve --log` journals what ends; killed (SIGKILL: no handler runs), it leaves the
     journal, and the next run on that directory makes it a part before serving: a query whose
@@ -477,20 +495,27 @@ def test_a_crashed_serve_loses_no_query_that_ended_and_the_next_run_logs_them(tm
             assert crashed.start["recovered"] is None and crashed.start["budgets_spent"] == {}
             with pytest.raises(RuntimeError, match="being written by another process"):
                 ServedLog(log_dir)
+            journal_dir = log_dir / ".journal"
             assert call(f"{url}/route", {"query_id": 1, "template": 3, "instance": 1, "slo": 60, "tenant": "acme"})[0] == 200
             assert call(f"{url}/complete", {"query_id": 1}) == (200, {})
-            time.sleep(2.5)  # its busy period's billing minimum (2 s) ran out: its cost is final
+            # Its busy period's billing minimum (2 s) ran out: its cost is final, and journaled.
+            _wait_for(lambda: any(journal_dir.glob("*-000000000001.arrow")), "query 1 journaled with its cost")
             assert call(f"{url}/route", {"query_id": 2, "template": 3, "instance": 1, "slo": 60})[0] == 200
             assert call(f"{url}/complete", {"query_id": 2}) == (200, {})
-            time.sleep(0.5)  # journaled, its cost still pending
+            # Journaled, its cost still pending (its billing minimum runs 2 s more).
+            _wait_for(lambda: 2 in _pending_ids(journal_dir / "pending.arrow"), "query 2 journaled as pending")
             crashed.proc.kill()
             crashed.proc.wait(timeout=30)
         finally:
             if crashed.proc.poll() is None:
                 crashed.proc.kill()
         assert not list(log_dir.glob("*.parquet")), "no part was due (--log-every 300)"
-        journal = sorted(f.name for f in (log_dir / ".journal").iterdir())
+        # The kill may land while pending.arrow is rewritten: a hidden temporary file, never data.
+        journal = sorted(f.name for f in (log_dir / ".journal").iterdir() if not f.name.startswith("."))
         assert len(journal) == 2 and journal[0].endswith("-000000000001.arrow") and journal[1] == "pending.arrow", journal
+        # Half-written files of a crash, as a kill mid-write leaves them: the next opening removes them.
+        (log_dir / ".journal" / ".pending.arrow.tmp").write_bytes(b"ARROW1 half")
+        (log_dir / ".journal" / ".served-20260101T000000000000Z-9.parquet.tmp").write_bytes(b"PAR1 half")
         with _AutosloServe(*args) as again:
             assert again.start["recovered"] and Path(again.start["recovered"]).parent == log_dir
             recovered = read_table(again.start["recovered"])

@@ -175,13 +175,13 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_part(out: Path, table: pa.Table, journal: list[str] | None = None) -> Path:
+def _write_part(out: Path, table: pa.Table, journal: list[str] | None = None, tmp_dir: Path | None = None) -> Path:
     """``table`` as the part ``served-<UTC time>-<first query id>.parquet`` in ``out``, written to
-    a hidden temporary file, synced, then renamed; ``journal`` names the journal files it holds
-    (kept in the part's metadata)."""
+    a hidden temporary file (in ``tmp_dir``, on the same file system, or else in ``out``), synced,
+    then renamed; ``journal`` names the journal files it holds (kept in the part's metadata)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     path = out / f"served-{stamp}-{table['query_id'][0].as_py()}.parquet"
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = (tmp_dir if tmp_dir is not None else out) / f".{path.name}.tmp"
     if journal is not None:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), _JOURNAL_KEY: json.dumps(journal).encode()})
     pq.write_table(table, tmp)
@@ -208,7 +208,8 @@ class ServedLog:
     whole or absent. :meth:`compact` (every few minutes, and after the service stopped) writes
     the journal's queries as one Parquet part ``served-<UTC time>-<first query id>.parquet``,
     whose metadata names the journal files it holds, then removes them; the parts are what
-    :func:`autoslo.read_table` and the reservoir read.
+    :func:`autoslo.read_table` and the reservoir read. Temporary files are written in the journal,
+    and the next opening removes those a crash left half written.
 
     Opening a directory a crashed run left a journal in compacts that journal first (into
     :attr:`recovered`): the queries it priced with their cost, those still pending with ``cost``
@@ -234,6 +235,11 @@ class ServedLog:
         self._lock.flush()
         self._journal = self.directory / ".journal"
         self._journal.mkdir(exist_ok=True)
+        # A run that died mid-write left its temporary file: only whole files are renamed into
+        # place, so one is never data. Every temporary file of a log is in its journal, which
+        # only the holder of the lock writes.
+        for unfinished in self._journal.glob(".*.tmp"):
+            unfinished.unlink()
         self._unwritten: pa.Table | None = None
         self._compacted: set[str] = set()
         # Journal files are named <run>-<n>.arrow, the run by its start in ns: names never repeat
@@ -298,7 +304,7 @@ class ServedLog:
         part = None
         rows = [t for t in tables if t.num_rows]
         if rows:
-            part = _write_part(self.directory, pa.concat_tables(rows, promote_options="default"), [f.name for f in entries])
+            part = _write_part(self.directory, pa.concat_tables(rows, promote_options="default"), [f.name for f in entries], tmp_dir=self._journal)
         self._compacted.update(f.name for f in entries)
         for f in entries:
             f.unlink()
