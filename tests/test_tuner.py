@@ -144,6 +144,15 @@ def test_a_crash_mid_append_loses_nothing_already_stored(reservoir: T.Reservoir,
     monkeypatch.undo()
     assert r.tables()[0].equals(before[0]) and r.tables()[1].equals(before[1])
     assert not list(r.path.rglob("*.tmp")), "no temporary file is left behind"
+    # A process killed mid-write (no handler runs) leaves its temporary file; the next append,
+    # holding the writer lock, removes it and reads the day as stored.
+    day_dir = next(r.path.glob("day=*"))
+    (day_dir / ".counts.parquet.k1ll3d.tmp").write_bytes(b"PAR1 half a file")
+    (day_dir / ".arrivals.parquet.k1ll3d.tmp").write_bytes(b"")
+    assert r.tables()[0].equals(before[0]), "a half-written temporary file is never read"
+    day1 = history.filter(pc.and_(pc.greater_equal(history["arrival"], 86_400.0), pc.less(history["arrival"], 2 * 86_400.0)))
+    r.append(day1, start_date=START)
+    assert not list(r.path.rglob("*.tmp")) and r.queries([START]) == day0.num_rows
 
 
 def test_forecasts_follow_the_history_and_fall_back_without_a_same_weekday(reservoir: T.Reservoir) -> None:

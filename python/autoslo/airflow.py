@@ -42,7 +42,8 @@ import yaml
 from autoslo.fidelity import TRACE_COLUMNS, simulator_fidelity
 from autoslo.traces import from_served, is_served_log
 from autoslo.ray_backend import RayBackend
-from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, _atomic, forecast, simulate_batch, tune
+from autoslo._files import atomic
+from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, forecast, simulate_batch, tune
 from autoslo.tuner_cli import read_log
 
 #: Seed offset of the held-out forecasts, disjoint from the tuner's (which use ``seed``).
@@ -107,7 +108,7 @@ def tune_day(
     result.config.save(staging)
     keep = ("tuned", "history_days", "days_used", "history_age_days", "forecast_policy", "validation_violation_rate", "validation_cost", "validation_tenants", "simulations", "backend", "slo_out_of_reach")
     report = {"day": _day(day).isoformat(), "staging": str(staging), **{k: result.report[k] for k in keep if k in result.report}}
-    with _atomic(Path(f"{staging}.report.json")) as tmp:
+    with atomic(Path(f"{staging}.report.json")) as tmp:
         tmp.write_text(json.dumps(report, indent=2, default=str))
     return report
 
@@ -144,7 +145,7 @@ def validate(
             cost=sum(o["cost"] for o in rows) / len(rows),
             tenant_violation_rates=_tenant_rates(rows),
         )
-    with _atomic(Path(f"{staging}.validation.json")) as tmp:
+    with atomic(Path(f"{staging}.validation.json")) as tmp:
         tmp.write_text(json.dumps(out, indent=2))
     return out
 
@@ -177,7 +178,7 @@ def publish(staging: str | os.PathLike[str], publish_dir: str | os.PathLike[str]
         config.save(current)
     report = Path(f"{staging}.validation.json")
     if report.exists():
-        with _atomic(target / f"{d.isoformat()}.validation.json") as tmp:
+        with atomic(target / f"{d.isoformat()}.validation.json") as tmp:
             shutil.copyfile(report, tmp)
     return {"day": d.isoformat(), "published": str(target / f"{d.isoformat()}.yaml"), "current": str(current) if is_current else None}
 
@@ -227,7 +228,7 @@ def record_fidelity(log: str | os.PathLike[str], publish_dir: str | os.PathLike[
         out.update(config=str(config_path), overall=f["overall"], per_class=f["per_class"], per_tenant=f["per_tenant"], latency_scale=f["latency_scale"])
     target = Path(out_dir)
     target.mkdir(parents=True, exist_ok=True)
-    with _atomic(target / f"{d.isoformat()}.fidelity.json") as tmp:
+    with atomic(target / f"{d.isoformat()}.fidelity.json") as tmp:
         tmp.write_text(json.dumps(out, indent=2))
     return out
 

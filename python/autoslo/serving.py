@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from autoslo import _core
+from autoslo._files import atomic, fsync_dir, remove_unfinished
 
 #: Fields each POST takes: name → (type, required).
 _FIELDS: dict[str, dict[str, tuple[type, bool]]] = {
@@ -166,29 +167,16 @@ def write_served(svc: _core.Service, directory: str | os.PathLike[str]) -> Path 
     return _write_part(out, table)
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make the renames in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_part(out: Path, table: pa.Table, journal: list[str] | None = None, tmp_dir: Path | None = None) -> Path:
-    """``table`` as the part ``served-<UTC time>-<first query id>.parquet`` in ``out``, written to
-    a hidden temporary file (in ``tmp_dir``, on the same file system, or else in ``out``), synced,
-    then renamed; ``journal`` names the journal files it holds (kept in the part's metadata)."""
+    """``table`` as the part ``served-<UTC time>-<first query id>.parquet`` in ``out``, written
+    atomically (:func:`autoslo._files.atomic`, its temporary file in ``tmp_dir`` if given);
+    ``journal`` names the journal files it holds (kept in the part's metadata)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     path = out / f"served-{stamp}-{table['query_id'][0].as_py()}.parquet"
-    tmp = (tmp_dir if tmp_dir is not None else out) / f".{path.name}.tmp"
     if journal is not None:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), _JOURNAL_KEY: json.dumps(journal).encode()})
-    pq.write_table(table, tmp)
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(out)
+    with atomic(path, tmp_dir) as tmp:
+        pq.write_table(table, tmp)
     return path
 
 
@@ -238,8 +226,7 @@ class ServedLog:
         # A run that died mid-write left its temporary file: only whole files are renamed into
         # place, so one is never data. Every temporary file of a log is in its journal, which
         # only the holder of the lock writes.
-        for unfinished in self._journal.glob(".*.tmp"):
-            unfinished.unlink()
+        remove_unfinished(self._journal)
         self._unwritten: pa.Table | None = None
         self._compacted: set[str] = set()
         # Journal files are named <run>-<n>.arrow, the run by its start in ns: names never repeat
@@ -255,14 +242,8 @@ class ServedLog:
         return sorted(f for f in self._journal.glob("*.arrow") if _JOURNAL_NAME.fullmatch(f.name) and f.name not in self._compacted)
 
     def _write_journal(self, name: str, table: pa.Table) -> None:
-        path = self._journal / name
-        tmp = self._journal / f".{name}.tmp"
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        with atomic(self._journal / name) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(self._journal)
 
     def sync(self, svc: _core.Service) -> int:
         """Journal the queries of ``svc`` that ended since the last sync: those whose cost became
@@ -285,7 +266,7 @@ class ServedLog:
             self._write_journal("pending.arrow", pending)
         elif (self._journal / "pending.arrow").exists():
             (self._journal / "pending.arrow").unlink()
-            _fsync_dir(self._journal)
+            fsync_dir(self._journal)
         return int(table.num_rows)
 
     def compact(self, with_pending: bool = False) -> Path | None:
@@ -311,7 +292,7 @@ class ServedLog:
             self._compacted.discard(f.name)
         if with_pending and pending.exists():
             pending.unlink()
-        _fsync_dir(self._journal)
+        fsync_dir(self._journal)
         return part
 
     def _recover(self) -> Path | None:

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from autoslo import _core, corejson
+from autoslo._files import atomic, remove_unfinished
 from autoslo.bundled import predictor_for
 from autoslo.progress import progress_bar
 from autoslo.ray_backend import RayBackend, backend_for
@@ -103,7 +103,7 @@ class ExecutionConfig:
         """Write as YAML, atomically (a reader never sees half a file)."""
         text = "# AutoSLO execution configuration (autoslo emulate --config, autoslo.control_plane(config=...))\n"
         text += yaml.safe_dump(self._data, sort_keys=False)
-        with _atomic(Path(path)) as tmp:
+        with atomic(Path(path)) as tmp:
             tmp.write_text(text)
 
     def to_json(self) -> str:
@@ -167,22 +167,6 @@ class ExecutionConfig:
         ups = ", ".join(f"{s}@{t / 3600:.2f}h" for t, s in self.scheduled_spinups)
         a = self.autoscaler
         return f"ExecutionConfig(initial={self.initial_clusters}, spinups=[{ups}], autoscaler={a['policy'] if a else None}, routing={self.routing})"
-
-
-@contextmanager
-def _atomic(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success rename it over ``path`` (atomic on
-    POSIX), on failure remove it: ``path`` is either the old file or the complete new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,6 +322,9 @@ class Reservoir:
         with open(self.path / ".lock", "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
+                # An append killed mid-write left its temporary file beside a day's partition.
+                for part in self.path.glob("day=*"):
+                    remove_unfinished(part)
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
@@ -388,9 +375,9 @@ class Reservoir:
         part.mkdir(parents=True, exist_ok=True)
         # Arrivals first: a crash between the two renames leaves the day's old counts (the day's
         # presence is its counts file) with a newer arrival sample, never a broken file.
-        with _atomic(part / "arrivals.parquet") as tmp:
+        with atomic(part / "arrivals.parquet") as tmp:
             pq.write_table(arrivals, tmp)
-        with _atomic(part / "counts.parquet") as tmp:
+        with atomic(part / "counts.parquet") as tmp:
             pq.write_table(counts.replace_schema_metadata({_LOGS_KEY: json.dumps(logs)}), tmp)
 
     def _sample(self, date: int, old: pa.Table, old_n: dict[int, int], new: pa.Table) -> pa.Table:
