@@ -155,6 +155,33 @@ def test_a_crash_mid_append_loses_nothing_already_stored(reservoir: T.Reservoir,
     assert not list(r.path.rglob("*.tmp")) and r.queries([START]) == day0.num_rows
 
 
+def test_an_atomic_write_leaves_the_old_file_or_the_new_one_with_the_usual_mode(tmp_path: Path) -> None:
+    """`autoslo._files.atomic`, behind every replaced file: a failed write keeps the old content and
+    leaves no temporary file; a finished one has the mode a plain write gets (0666 less the
+    umask), not mkstemp's 0600, so a configuration published for another user stays readable."""
+    import os
+
+    from autoslo._files import atomic, remove_unfinished
+
+    target = tmp_path / "sub" / "plan.yaml"
+    with atomic(target) as tmp:
+        tmp.write_text("old")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert target.read_text() == "old" and target.stat().st_mode & 0o777 == 0o666 & ~umask
+    with pytest.raises(RuntimeError, match="mid-write"):
+        with atomic(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("died mid-write")
+    assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == ["plan.yaml"]
+    with atomic(target, tmp_path) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".plan.yaml.") and tmp.name.endswith(".tmp")
+        tmp.write_text("new")
+    assert target.read_text() == "new" and not list(tmp_path.glob(".*.tmp"))
+    (tmp_path / ".plan.yaml.dead.tmp").write_text("a killed writer's")
+    assert remove_unfinished(tmp_path) == 1 and not list(tmp_path.glob(".*"))
+
+
 def test_forecasts_follow_the_history_and_fall_back_without_a_same_weekday(reservoir: T.Reservoir) -> None:
     f = T.forecast(reservoir, START + dt.timedelta(days=8), forecasts=5, kappa=4, seed=1)
     assert (len(f.training), len(f.validation), f.policy, f.days_used) == (3, 2, "decay", [START + dt.timedelta(days=1)])

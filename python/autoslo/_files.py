@@ -11,7 +11,7 @@ mid-write leaves its temporary file; the writer that next holds the same lock re
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,9 +35,16 @@ def atomic(path: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
     same file system) or else beside ``path``. When the block succeeds the file is synced, renamed
     over ``path`` (atomic on POSIX) and the directory synced; when it fails the file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=tmp_dir if tmp_dir is not None else path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    where = tmp_dir if tmp_dir is not None else path.parent
+    while True:
+        tmp = where / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            # Mode 0666 less the umask, as a file opened for writing gets (mkstemp's 0600 would
+            # hide a published configuration or a log part from the other users that read it).
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:
+            continue
     try:
         yield tmp
         with open(tmp, "rb+") as f:

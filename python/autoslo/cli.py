@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from autoslo import _core, argtypes
+from autoslo._files import atomic
 from autoslo.autoscaler import SELECTOR_POLICIES, SNOWFLAKE_POLICIES, TRIGGERED_POLICIES, AutoscalerConfig
 from autoslo.emulation import calibrate, emulate
 from autoslo.bundled import load, model_option
@@ -220,9 +221,8 @@ def _calibrate_fit(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "data" / "interference.csv"
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    with atomic(out) as tmp:
+        tmp.write_text(text)
     for rpu, loss, evals in sizes:
         print(f"{rpu:>2} RPU: loss {loss:.3f} after {evals} evaluations")
     print(f"wrote {out}; the Rust core embeds it at build time: rebuild (make build), then check with `autoslo calibrate`")

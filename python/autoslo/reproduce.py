@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from autoslo import _core
+from autoslo._files import atomic
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.emulation import NEEDS_PREDICTOR, emulate, predictor_for
 from autoslo.workloads import base_workload
@@ -399,8 +400,7 @@ def reproduce_all(out: str | Path, seeds: Sequence[int] = (0, 1, 2, 3, 4), predi
     parts.append(_canopy_markdown(results["canopy"]))
     parts.append(_mercury_markdown(results["placement-mercury"]))
     for stem, r in results.items():
-        tmp = out_dir / f".{stem}.json.tmp"
-        tmp.write_text(json.dumps(r, indent=1, default=str))
-        tmp.replace(out_dir / f"{stem}.json")
+        with atomic(out_dir / f"{stem}.json") as tmp:
+            tmp.write_text(json.dumps(r, indent=1, default=str))
     (out_dir / "README.md").write_text("\n".join(parts))
     return results
