@@ -621,6 +621,15 @@ def test_a_token_guards_every_endpoint_but_health(tmp_path: Path) -> None:
             assert request("GET", "/stats", auth)[0] == request("GET", "/metrics", auth)[0] == 401
         assert svc.clusters()[0]["running"] == 0, "a refused request did no work"
         assert request("GET", "/health", None)[0] == 200
+        # A body the header claims to be a terabyte is refused unread: reading it would first
+        # allocate what the header says.
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        conn.putrequest("POST", "/route")
+        conn.putheader("Content-Length", str(10**12))
+        conn.endheaders()
+        big = conn.getresponse()
+        assert big.status == 413 and "at most 65536 bytes" in json.loads(big.read())["error"]
+        conn.close()
         assert request("POST", "/route", "Bearer s3cret-Token", route)[0] == 200
         assert request("GET", "/metrics", "Bearer s3cret-Token")[0] == 200
         assert call(f"{base}/health")[0] == 200

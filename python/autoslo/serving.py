@@ -23,7 +23,7 @@ With a token (``autoslo serve --token-file``), every request but ``GET /health``
 ``Authorization: Bearer <token>``; without it, 401.
 
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
-``{"error": "<why>"}``; a query that cannot be placed (its cluster lost or never available, or
+``{"error": "<why>"}``, one whose body would exceed 64 KiB 413 (unread); a query that cannot be placed (its cluster lost or never available, or
 the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
 answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 429 for
 ``budget`` (with ``Retry-After`` and ``retry_after_s``: the seconds until the tenant's budget
@@ -359,6 +359,11 @@ def read_token(path: str | os.PathLike[str]) -> str:
     return token
 
 
+#: The largest request body the server reads (a request is a few hundred bytes of JSON). A
+#: larger Content-Length is answered 413 and the connection closed, before any byte is read.
+MAX_BODY_BYTES = 65_536
+
+
 def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, token: str | None = None) -> ThreadingHTTPServer:
     """An HTTP server (not yet serving: call ``serve_forever``) answering for ``svc``. With
     ``token``, every request but ``GET /health`` must carry ``Authorization: Bearer <token>``;
@@ -432,6 +437,11 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, t
             if length < 0:
                 self.close_connection = True
                 self._answer(400, {"error": "a POST needs a Content-Length"})
+                return
+            if length > MAX_BODY_BYTES:
+                # Not read: reading would allocate what the header claims, before any check.
+                self.close_connection = True
+                self._answer(413, {"error": f"a request body is at most {MAX_BODY_BYTES} bytes, got a Content-Length of {length}"})
                 return
             raw = self.rfile.read(length)
             if not self._authorized():
