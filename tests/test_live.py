@@ -630,6 +630,11 @@ def test_a_token_guards_every_endpoint_but_health(tmp_path: Path) -> None:
         big = conn.getresponse()
         assert big.status == 413 and "at most 65536 bytes" in json.loads(big.read())["error"]
         conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        conn.request("POST", "/route", iter([json.dumps(route).encode()]), {"Authorization": "Bearer s3cret-Token"}, encode_chunked=True)
+        chunked = conn.getresponse()
+        assert chunked.status == 411 and "Content-Length" in json.loads(chunked.read())["error"]
+        conn.close()
         assert request("POST", "/route", "Bearer s3cret-Token", route)[0] == 200
         assert request("GET", "/metrics", "Bearer s3cret-Token")[0] == 200
         assert call(f"{base}/health")[0] == 200

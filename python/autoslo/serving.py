@@ -23,7 +23,7 @@ With a token (``autoslo serve --token-file``), every request but ``GET /health``
 ``Authorization: Bearer <token>``; without it, 401.
 
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
-``{"error": "<why>"}``, one whose body would exceed 64 KiB 413 (unread); a query that cannot be placed (its cluster lost or never available, or
+``{"error": "<why>"}``, one whose body would exceed 64 KiB 413 and a chunked one 411 (both unread); a query that cannot be placed (its cluster lost or never available, or
 the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
 answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 429 for
 ``budget`` (with ``Retry-After`` and ``retry_after_s``: the seconds until the tenant's budget
@@ -437,6 +437,11 @@ def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, t
             if length < 0:
                 self.close_connection = True
                 self._answer(400, {"error": "a POST needs a Content-Length"})
+                return
+            if self.headers.get("Transfer-Encoding"):
+                # A chunked body is not read: left in the stream, it would be taken for the next request.
+                self.close_connection = True
+                self._answer(411, {"error": "send the body with a Content-Length, not chunked"})
                 return
             if length > MAX_BODY_BYTES:
                 # Not read: reading would allocate what the header claims, before any check.
