@@ -83,6 +83,13 @@ def test_reservoir_reads_timestamps_and_csv_and_names_bad_rows(tmp_path: Path) -
     bad = log.set_column(1, "template", pa.array([1, 2, 120]))
     with pytest.raises(autoslo.AutoSloCoreError, match=r"row 2, column `template`: 120"):
         r.append(bad)
+    # A column the reader left as text, or read as floats, is named at its first bad row.
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"row 1, column `template`: 'abc' is not a whole number"):
+        r.append(log.set_column(1, "template", pa.array(["1", "abc", "3"])))
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"row 2, column `instance`: 2.5 is not a whole number"):
+        r.append(log.set_column(2, "instance", pa.array([1.0, 1.0, 2.5])))
+    with pytest.raises(autoslo.AutoSloCoreError, match=r"row 0, column `template`: type list<item: int64> is not an integer"):
+        r.append(log.set_column(1, "template", pa.array([[1], [2], [3]])))
     with pytest.raises(autoslo.AutoSloCoreError, match=r"row 1, column `tenant`: missing value"):
         r.append(log.set_column(3, "tenant", pa.array(["a", None, "b"])))
     with pytest.raises(autoslo.AutoSloCoreError, match="start date"):

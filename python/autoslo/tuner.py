@@ -182,6 +182,20 @@ def _bad(row: int, column: str, problem: str) -> _core.AutoSloCoreError:
     return _core.AutoSloCoreError(f"query log row {row}, column `{column}`: {problem}")
 
 
+def _first_uncastable(col: pa.ChunkedArray, to: pa.DataType) -> int:
+    """The first row of ``col`` that does not cast to ``to`` (``col`` as a whole does not), by
+    bisection: O(log n) casts of O(n) rows in all."""
+    lo, hi = 0, len(col)  # rows [0, lo) cast; rows [lo, hi) hold one that does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            pc.cast(col.slice(lo, mid - lo), to)
+            lo = mid
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            hi = mid
+    return lo
+
+
 def _log_columns(log: pa.Table, start_date: dt.date | str | None, day: dt.date | str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
     """(arrival as seconds since 1970-01-01, template, instance, …) of a query log, checked row
     by row. Arrivals in seconds count from midnight of ``start_date``, else of ``day``."""
@@ -216,8 +230,11 @@ def _log_columns(log: pa.Table, start_date: dt.date | str | None, day: dt.date |
         if not pa.types.is_integer(col.type):
             try:
                 col = pc.cast(col, pa.int64())
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            except pa.ArrowNotImplementedError:
                 raise _bad(0, c, f"type {col.type} is not an integer") from None
+            except pa.ArrowInvalid:
+                row = _first_uncastable(col, pa.int64())
+                raise _bad(row, c, f"{col[row].as_py()!r} is not a whole number") from None
         v = col.to_numpy(zero_copy_only=False).astype(np.int64)
         bad = np.flatnonzero((v < lo) | (v > hi))
         if bad.size:
