@@ -82,7 +82,7 @@ def test_missing_slo_needs_a_rule() -> None:
     assert ok["tenant"].to_pylist() == ["default"] * 3
 
 
-def test_parquet_round_trip(tmp_path) -> None:
+def test_parquet_round_trip(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     wl = autoslo.redbench_workload(days=1, seed=1, queries_per_day=500, tenants=2)
     path = tmp_path / "wl.parquet"
     autoslo.write_table(wl, path)
@@ -91,6 +91,20 @@ def test_parquet_round_trip(tmp_path) -> None:
     res = autoslo.emulate(back, [16], seed=2)
     autoslo.write_table(res.trace, tmp_path / "trace.parquet")
     assert autoslo.read_table(tmp_path / "trace.parquet").equals(res.trace)
+    # A write interrupted mid-way (a full disk, Ctrl-C) leaves the file that was there, whole.
+    import pyarrow.parquet as pq
+
+    def interrupted(table: pa.Table, where: object, **kwargs: object) -> None:
+        with open(str(where), "wb") as f:
+            f.write(b"PAR1 half a table")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        autoslo.write_table(wl, path)
+    monkeypatch.undo()
+    assert autoslo.read_workload(path).equals(wl)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.parquet", "wl.parquet"], "no temporary file is left"
 
 
 def test_a_query_log_in_csv_with_timestamps_reads_as_the_workload_it_logs(tmp_path) -> None:

@@ -22,6 +22,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from autoslo import _core
+from autoslo._files import atomic
 
 
 def base_workload(rate: float, seed: int = 0, kappa: float = 2.0, baseline: Mapping[int, float] | None = None) -> pa.Table:
@@ -81,11 +82,15 @@ def validate_workload(table: pa.Table, kappa: float | None = None) -> pa.Table:
 
 
 def write_table(table: pa.Table, path: str | PathLike[str]) -> None:
-    """Write a workload or trace table to Parquet (a local path's missing directories are created)."""
-    if "://" not in str(path):
-        check_output(path)
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
+    """Write a workload or trace table to Parquet. A local path's missing directories are created,
+    and the file is written atomically (a temporary file, then a rename): an interrupted write
+    leaves the file that was there before, never half a table."""
+    if "://" in str(path):
+        pq.write_table(table, path)
+        return
+    check_output(path)
+    with atomic(Path(path)) as tmp:
+        pq.write_table(table, tmp)
 
 
 def check_output(path: str | PathLike[str] | None) -> None:
