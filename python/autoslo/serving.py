@@ -23,8 +23,9 @@ With a token (``autoslo serve --token-file``), every request but ``GET /health``
 ``Authorization: Bearer <token>``; without it, 401.
 
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
-``{"error": "<why>"}``, one whose body would exceed 64 KiB 413 and a chunked one 411 (both unread); a query that cannot be placed (its cluster lost or never available, or
-the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
+``{"error": "<why>"}``; one whose body would exceed 64 KiB 413, and a chunked one 411 (both
+unread, the connection closed); a query that cannot be placed (its cluster lost or never
+available, or the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
 answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 429 for
 ``budget`` (with ``Retry-After`` and ``retry_after_s``: the seconds until the tenant's budget
 window ends), 503 for ``capacity``.
