@@ -8,6 +8,7 @@ import datetime as dt
 import http.client
 import json
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -635,6 +636,16 @@ def test_a_token_guards_every_endpoint_but_health(tmp_path: Path) -> None:
         chunked = conn.getresponse()
         assert chunked.status == 411 and "Content-Length" in json.loads(chunked.read())["error"]
         conn.close()
+        with pytest.raises(ValueError, match="idle_timeout_s"):
+            make_server(svc, "127.0.0.1", 0, idle_timeout_s=0.0)
+        # A request sent in part holds its connection only until the idle timeout.
+        brief = make_server(svc, "127.0.0.1", 0, idle_timeout_s=0.3)
+        threading.Thread(target=brief.serve_forever, daemon=True).start()
+        with socket.create_connection(("127.0.0.1", brief.server_address[1]), timeout=30) as sock:
+            sock.sendall(b"POST /route HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+            assert sock.recv(1024) == b"", "the server closed the stalled connection"
+        brief.shutdown()
+        brief.server_close()
         assert request("POST", "/route", "Bearer s3cret-Token", route)[0] == 200
         assert request("GET", "/metrics", "Bearer s3cret-Token")[0] == 200
         assert call(f"{base}/health")[0] == 200

@@ -251,7 +251,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(json.dumps({"log": args.log, "error": f"cannot write a part: {e}", "kept": "in the journal"}), flush=True)
 
     try:
-        server = make_server(svc, args.host, args.port, token=token)
+        server = make_server(svc, args.host, args.port, token=token, idle_timeout_s=args.idle_timeout)
         threading.Thread(target=server.serve_forever, name="autoslo-serve-http", daemon=True).start()
         port = server.server_address[1]
         leftovers = [e["reason"] for e in svc.events() if e["event"] == "leftover"]
@@ -382,6 +382,13 @@ def register(sub: Any) -> None:
         dest="token_file",
         metavar="FILE",
         help="require `Authorization: Bearer <token>` with the token in FILE on every request but GET /health (401 otherwise); default: no token, so keep --host on a trusted interface",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        dest="idle_timeout",
+        type=argtypes.positive,
+        default=300.0,
+        help="close an HTTP connection on which nothing arrives for this many seconds: an idle keep-alive one, or a request sent in part (default 300)",
     )
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="a routed query not completed within this many seconds ends as timed out (default 3600; 0 = never)")
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in seconds (default 10)")

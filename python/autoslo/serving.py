@@ -25,7 +25,8 @@ With a token (``autoslo serve --token-file``), every request but ``GET /health``
 A request AutoSLO refuses (a bad field, a query routed twice, no SLO for it) is answered 400 with
 ``{"error": "<why>"}``; one whose body would exceed 64 KiB 413, and a chunked one 411 (both
 unread, the connection closed); a query that cannot be placed (its cluster lost or never
-available, or the service stopping) 503. A query refused at admission (``--admission``, ``--budget``) is
+available, or the service stopping) 503. A connection idle for ``--idle-timeout`` seconds (300) is
+closed. A query refused at admission (``--admission``, ``--budget``) is
 answered ``{"error", "rejected": <reason>}``: 422 for ``infeasible-deadline``, 429 for
 ``budget`` (with ``Retry-After`` and ``retry_after_s``: the seconds until the tenant's budget
 window ends), 503 for ``capacity``.
@@ -365,16 +366,22 @@ def read_token(path: str | os.PathLike[str]) -> str:
 MAX_BODY_BYTES = 65_536
 
 
-def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, token: str | None = None) -> ThreadingHTTPServer:
+def make_server(svc: _core.Service, host: str = "127.0.0.1", port: int = 8080, token: str | None = None, idle_timeout_s: float | None = 300.0) -> ThreadingHTTPServer:
     """An HTTP server (not yet serving: call ``serve_forever``) answering for ``svc``. With
     ``token``, every request but ``GET /health`` must carry ``Authorization: Bearer <token>``;
     one without it, or with another token, is answered 401 (a Prometheus scrape passes it with
-    ``authorization: {credentials_file: ...}``)."""
+    ``authorization: {credentials_file: ...}``). A connection on which nothing arrives for
+    ``idle_timeout_s`` seconds (an idle keep-alive one, or a request sent in part) is closed, so
+    it does not hold its thread for good (``None``: never)."""
+    if idle_timeout_s is not None and not (math.isfinite(idle_timeout_s) and idle_timeout_s > 0):
+        raise ValueError(f"idle_timeout_s must be a positive number of seconds or None, got {idle_timeout_s!r}")
     expected = f"Bearer {token}".encode() if token is not None else None
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "autoslo"
         protocol_version = "HTTP/1.1"  # keep-alive: a gateway reuses its connection
+        # A socket timeout: a read that waits longer ends the connection (handle_one_request).
+        timeout = idle_timeout_s
         # Without it, a response's header and body writes wait on the client's delayed ACK
         # (Nagle): about 44 ms a request on Linux, measured with benches/serve_http.py.
         disable_nagle_algorithm = True
