@@ -383,13 +383,7 @@ def register(sub: Any) -> None:
         metavar="FILE",
         help="require `Authorization: Bearer <token>` with the token in FILE on every request but GET /health (401 otherwise); default: no token, so keep --host on a trusted interface",
     )
-    p.add_argument(
-        "--idle-timeout",
-        dest="idle_timeout",
-        type=argtypes.positive,
-        default=300.0,
-        help="close an HTTP connection on which nothing arrives for this many seconds: an idle keep-alive one, or a request sent in part (default 300)",
-    )
+    p.add_argument("--idle-timeout", dest="idle_timeout", type=argtypes.positive, default=300.0, help="close an HTTP connection idle this many seconds, or stalled mid-request (default 300)")
     p.add_argument("--timeout", type=argtypes.seconds_or_zero, default=3600.0, help="a routed query not completed within this many seconds ends as timed out (default 3600; 0 = never)")
     p.add_argument("--tick", type=argtypes.positive, default=10.0, help="autoscaler period in seconds (default 10)")
     p.add_argument("--spinup", type=argtypes.seconds_or_zero, default=300.0, help="spinup delay the router plans with until a new workgroup is available (default 300)")
