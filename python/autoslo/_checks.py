@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from typing import Any, Protocol, cast
 
 from autoslo import _core
 
@@ -43,6 +44,17 @@ def check_kind(value: object, kind: type, name: str) -> None:
     """Refuse a value that is neither ``None`` nor a ``kind`` (a settings class), naming ``name``."""
     if value is not None and not isinstance(value, kind):
         raise TypeError(f"`{name}` must be an {kind.__module__}.{kind.__qualname__} (or None), got {value!r}")
+
+
+class _Settings(Protocol):
+    def as_args(self) -> Any: ...
+
+
+def core_args(value: object, kind: type, name: str) -> Any:
+    """A settings object (``None`` or a ``kind``, else the ``TypeError`` of :func:`check_kind`)
+    in the form the extension takes: its ``as_args()``, or ``None``."""
+    check_kind(value, kind, name)
+    return None if value is None else cast(_Settings, value).as_args()
 
 
 def check_flag(value: object, what: str) -> None:

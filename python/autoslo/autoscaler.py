@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from os import PathLike
 
 from autoslo import _core
-from autoslo._checks import check_kind
+from autoslo._checks import core_args
 from autoslo.argtypes import size_list
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
 from autoslo.tenancy import Budgets, DeadlineAdmission
@@ -225,10 +225,8 @@ def served_plan(
     or by an execution configuration placed ``start_s`` into the day (``ExecutionConfig.from_time``),
     and its ``admission`` and ``budgets`` (checked to be of their kind). Admission or budgets read
     the predictor's Stage estimates, so with either the predictor is loaded whatever the routing."""
-    check_kind(admission, DeadlineAdmission, "admission")
-    check_kind(budgets, Budgets, "budgets")
-    admission_args = admission.as_args() if admission is not None else None
-    budgets_args = budgets.as_args() if budgets is not None else None
+    admission_args = core_args(admission, DeadlineAdmission, "admission")
+    budgets_args = core_args(budgets, Budgets, "budgets")
     stage_estimates = admission is not None or budgets is not None
     if config is None and start_s:
         raise ValueError("start_s places an execution configuration's schedule in the day: give it with config=")

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoslo import _core
-from autoslo._checks import check_kind, check_number, check_whole
+from autoslo._checks import check_number, check_whole, core_args
 from autoslo.argtypes import size_list
 from autoslo.autoscaler import AutoscalerConfig, as_spec
 from autoslo.bundled import NEEDS_PREDICTOR, predictor_for
@@ -305,8 +305,14 @@ def emulate(
     silent slowdowns: ``(cluster, factor, from_s, until_s)``. ``progress=True`` shows a tqdm bar;
     Ctrl-C stops the run cleanly (``KeyboardInterrupt``).
     """
-    for value, kind, name in ((reservation, Reservation, "reservation"), (admission, DeadlineAdmission, "admission"), (ejection, Ejection, "ejection"), (queue, AdmissionQueue, "queue"), (budgets, Budgets, "budgets")):
-        check_kind(value, kind, name)
+    settings = {
+        "reservation": core_args(reservation, Reservation, "reservation"),
+        "admission": core_args(admission, DeadlineAdmission, "admission"),
+        "ejection": core_args(ejection, Ejection, "ejection"),
+        "queue": core_args(queue, AdmissionQueue, "queue"),
+        "budgets": core_args(budgets, Budgets, "budgets"),
+        "degradations": _degradations(degradations),
+    }
     clusters, routing, cfg = _with_config(clusters, routing, config, autoscaler, schedule)
     predictor = predictor_for(routing in NEEDS_PREDICTOR or cfg is not None or admission is not None or queue is not None or budgets is not None, predictor)
     spec = as_spec(autoscaler)
@@ -333,12 +339,7 @@ def emulate(
             slo_headroom=slo_headroom,
             autoscaler=spec,
             config=cfg,
-            reservation=reservation.as_args() if reservation is not None else None,
-            admission=admission.as_args() if admission is not None else None,
-            ejection=ejection.as_args() if ejection is not None else None,
-            degradations=_degradations(degradations),
-            queue=queue.as_args() if queue is not None else None,
-            budgets=budgets.as_args() if budgets is not None else None,
+            **settings,
         )
     finally:
         close()
