@@ -383,6 +383,30 @@ def test_tuner_settings_refuse_what_tune_would_before_any_history_is_read(settin
         T.TunerSettings(**settings)  # type: ignore[arg-type]
 
 
+def test_tuner_settings_files_and_mappings_name_what_is_wrong(tmp_path: Path) -> None:
+    f = tmp_path / "settings.yaml"
+    f.write_text("tau: 0.2\nforecasts: 4\n")
+    assert (T.TunerSettings.load(f).tau, T.TunerSettings.load(f).forecasts) == (0.2, 4)
+    f.write_text("")
+    assert T.TunerSettings.load(f) == T.TunerSettings()
+    for text, message in [
+        ("tau: [0.1\n", "settings.yaml: not valid YAML"),
+        ("- tau\n", "settings.yaml: tuner settings are a mapping of setting → value, got list"),
+        ("tua: 0.1\n", "settings.yaml: unknown tuner settings \\['tua'\\] \\(known: .*'tau'"),
+        ("eta: -1\n", "settings.yaml: tuner setting `eta` must be a whole number ≥ 0"),
+        ("tau: 2\n", "settings.yaml: .*τ_target must be in"),
+    ]:
+        f.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            T.TunerSettings.load(f)
+    with pytest.raises(FileNotFoundError):
+        T.TunerSettings.load(tmp_path / "missing.yaml")
+    # A DAG's params as a mapping: the same check, not Python's "unexpected keyword argument".
+    with pytest.raises(ValueError, match="unknown tuner settings \\['forcasts'\\]"):
+        T.TunerSettings.from_mapping({"forcasts": 3})
+    assert T.TunerSettings.from_mapping({"seed": 3}).seed == 3
+
+
 def test_every_configuration_tuner_strategy_runs_from_python(reservoir: T.Reservoir) -> None:
     day = START + dt.timedelta(days=8)
     space = {"t_idle_s": [300.0, 600.0, 1200.0], "tau_trigger": [0.05, 0.1]}

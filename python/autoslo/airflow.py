@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from autoslo.fidelity import TRACE_COLUMNS, simulator_fidelity
 from autoslo.traces import from_served, is_served_log
@@ -65,11 +64,8 @@ def _settings(settings: TunerSettings | Mapping[str, Any] | str | os.PathLike[st
     if isinstance(settings, TunerSettings):
         return settings
     if isinstance(settings, Mapping):
-        return TunerSettings(**settings)
-    data = yaml.safe_load(Path(settings).read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{settings}: tuner settings must be a mapping of TunerSettings fields")
-    return TunerSettings(**data)
+        return TunerSettings.from_mapping(settings)
+    return TunerSettings.load(settings)
 
 
 def ingest(reservoir: str | os.PathLike[str], log: str | os.PathLike[str], day: dt.date | str, *, start_date: dt.date | str | None = None, max_arrivals_per_hour: int = 2000) -> dict[str, Any]:

@@ -602,6 +602,34 @@ class TunerSettings:
         # `tune` would take them: a bad one is refused here, where it is written.
         self.to_json()
 
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "tuner settings") -> TunerSettings:
+        """Settings from a mapping of field → value (a YAML file's, a DAG's ``params``). A key
+        that is not a field is refused by name, with the known ones, instead of Python's
+        "unexpected keyword argument"; ``source`` names where the mapping came from in errors."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{source}: tuner settings are a mapping of setting → value, got {type(data).__name__}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(str(k) for k in data if k not in known)
+        if unknown:
+            raise ValueError(f"{source}: unknown tuner settings {unknown} (known: {sorted(known)})")
+        try:
+            return cls(**{str(k): v for k, v in data.items()})
+        except ValueError as e:
+            raise type(e)(f"{source}: {e}") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TunerSettings:
+        """Settings from a YAML (or JSON) file of field → value; an empty file is the defaults.
+        A file that is not YAML, not a mapping, or names an unknown setting raises ``ValueError``
+        naming the file."""
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as e:
+            raise ValueError(f"{p}: not valid YAML ({e})") from None
+        return cls.from_mapping({} if data is None else data, str(p))
+
     def eligible_sizes(self) -> list[int]:
         """Every cluster size (RPU) a configuration tuned with these settings may run: the initial
         sets (``initial_clusters`` and any the Configuration Tuner's ``space`` offers), the

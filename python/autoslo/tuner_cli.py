@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from autoslo import argtypes
 from autoslo.bundled import load
@@ -48,16 +47,7 @@ def cmd_reservoir_show(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> TunerSettings:
-    data: dict[str, Any] = {}
-    if args.settings:
-        loaded = yaml.safe_load(Path(args.settings).read_text())
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{args.settings}: tuner settings are a mapping of setting → value")
-        known = set(TunerSettings.__dataclass_fields__)
-        unknown = sorted(set(loaded) - known)
-        if unknown:
-            raise ValueError(f"{args.settings}: unknown tuner settings {unknown} (known: {sorted(known)})")
-        data.update(loaded)
+    data: dict[str, Any] = dict(TunerSettings.load(args.settings).__dict__) if args.settings else {}
     if args.tau is not None:
         data["tau"] = args.tau
     if args.tau_scope is not None:
@@ -70,7 +60,7 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
         data["forecasts"] = args.forecasts
     if args.seed is not None:
         data["seed"] = args.seed
-    return TunerSettings(**data)
+    return TunerSettings.from_mapping(data, args.settings or "tuner settings")
 
 
 def _read_trace(path: str | Path) -> pa.Table:
