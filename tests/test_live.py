@@ -29,7 +29,7 @@ import pytest
 import autoslo
 from autoslo import _core, base_workload
 from autoslo.cli import main
-from autoslo.live import ClusterManager, LocalData, LocalEndpoint, live, prepare_tpcds, runnable, serve
+from autoslo.live import ClusterManager, LocalData, LocalEndpoint, live, prepare_tpcds, read_sql_map, runnable, serve
 from autoslo.serving import ServedLog
 from autoslo.tuner import ExecutionConfig
 from autoslo.workloads import read_table, write_table
@@ -208,6 +208,30 @@ def test_a_workgroup_that_never_becomes_available_and_a_slow_one(tpcds: LocalDat
     # would swing a mean of 25 by about 0.2 s. Every reply of the slow one is delayed 0.3 s per chunk
     # (its fastest query measured 0.63 s, the fast cluster's median 0.06 s).
     assert statistics.median(client[1]) > statistics.median(client[0]) + 0.25, ("the slow cluster's queries are slower", sorted(client[1]), sorted(client[0]))
+
+
+def test_sql_per_template_is_read_with_the_bad_entry_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "sql.json"
+    f.write_text(json.dumps({"1": "SELECT 1", "42": "SELECT 42"}))
+    assert read_sql_map(f) == {1: "SELECT 1", 42: "SELECT 42"}
+    for text, message in [
+        ("{", "sql.json: not valid JSON"),
+        ('["SELECT 1"]', "sql.json: SQL per template is a JSON object .*got list"),
+        ('{"q1": "SELECT 1"}', "sql.json: key 'q1' is not a template number"),
+        ('{"0": "SELECT 1"}', "sql.json: key '0' is not a template number \\(templates count from 1\\)"),
+        ('{"3": 7}', "sql.json: the SQL of template 3 must be a non-empty string, got 7"),
+        ('{"3": " "}', "sql.json: the SQL of template 3 must be a non-empty string"),
+        ("{}", "sql.json: no SQL in it"),
+    ]:
+        f.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            read_sql_map(f)
+    # On the command line: an error naming the file, before any workgroup starts.
+    wl = tmp_path / "wl.parquet"
+    write_table(base_workload(1.0, seed=0), wl)
+    f.write_text('{"q1": "SELECT 1"}')
+    assert main(["live", "--local", "--workload", str(wl), "--sql", str(f)]) == 2
+    assert "sql.json: key 'q1' is not a template number" in capsys.readouterr().err
 
 
 def test_autoslo_live_on_the_command_line(tpcds: LocalData, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

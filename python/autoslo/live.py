@@ -42,7 +42,7 @@ LocalEndpoint = _core.LocalEndpoint
 #: The cluster manager: one cluster is a workgroup ``<name>`` in namespace ``<name>-ns``.
 ClusterManager = _core.ClusterManager
 
-__all__ = ["ClusterManager", "LiveResult", "LocalData", "LocalEndpoint", "Service", "default_data_dir", "live", "prepare_tpcds", "runnable", "serve"]
+__all__ = ["ClusterManager", "LiveResult", "LocalData", "LocalEndpoint", "Service", "default_data_dir", "live", "prepare_tpcds", "read_sql_map", "runnable", "serve"]
 
 
 def default_data_dir(scale: float = 0.01) -> Path:
@@ -138,6 +138,33 @@ def prepare_tpcds(root: str | PathLike[str] | None = None, scale: float = 0.01, 
     }
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return LocalData(dest)
+
+
+def read_sql_map(path: str | PathLike[str]) -> dict[int, str]:
+    """SQL per TPC-DS template from a JSON object ``{"1": "SELECT ...", ...}`` (what ``autoslo
+    live --sql`` reads). A file that is not such an object, a key that is not a template number
+    or a text that is not a non-empty string raises ``ValueError`` naming the file and the key."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f'{p}: SQL per template is a JSON object {{"1": "SELECT ...", ...}}, got {type(data).__name__}')
+    out: dict[int, str] = {}
+    for k, v in data.items():
+        try:
+            template = int(k)
+        except ValueError:
+            raise ValueError(f"{p}: key {k!r} is not a template number") from None
+        if template < 1:
+            raise ValueError(f"{p}: key {k!r} is not a template number (templates count from 1)")
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"{p}: the SQL of template {k} must be a non-empty string, got {v!r}")
+        out[template] = v
+    if not out:
+        raise ValueError(f"{p}: no SQL in it")
+    return out
 
 
 def runnable(workload: pa.Table, sql: Mapping[int, str] | LocalData) -> pa.Table:

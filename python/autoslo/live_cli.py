@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from autoslo import _core, argtypes
 from autoslo.bundled import model_option
-from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, runnable, serve
+from autoslo.live import LocalData, LocalEndpoint, default_data_dir, live, prepare_tpcds, read_sql_map, runnable, serve
 from autoslo.serving import ServedLog, make_server, read_token
 from autoslo.tables import fmt_table
 from autoslo.tenancy import Budgets, DeadlineAdmission
@@ -81,8 +81,7 @@ def cmd_live(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.sql:
-        with open(args.sql) as f:
-            sql: Any = {int(k): v for k, v in json.load(f).items()}
+        sql: Any = read_sql_map(args.sql)
     else:
         sql = LocalData.open(args.data or default_data_dir())
     if args.only_runnable:
