@@ -137,6 +137,22 @@ def test_settings_a_policy_ignores_are_refused_from_python() -> None:
         autoslo.emulate(wl, [16], autoscaler=autoslo.AutoscalerConfig(policy="snowflake-economy", trigger="observed"))
 
 
+def test_a_workload_option_the_chosen_source_does_not_read_is_refused(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Before, each ran another workload than the one asked for: BaseWorkload at λ = 0.1 for the
+    # first, a generated one beside the file for the last two, without a word.
+    for args, message in [
+        (["--tenants", "2"], "--tenants is not read with --workload base (only with --workload redbench)"),
+        (["--workload", "redbench", "--rate", "0.2"], "--rate is not read with --workload redbench (only with --workload base)"),
+        (["--workload-file", str(tmp_path / "wl.parquet"), "--days", "2", "--rate", "1"], "--rate and --days are not read with --workload-file"),
+        (["--workload-file", str(tmp_path / "wl.parquet"), "--workload", "redbench"], "--workload redbench and --workload-file both choose the workload"),
+    ]:
+        code, err = _main(capsys, "emulate", *args, "--clusters", "16")
+        assert code == 2 and message in err, (args, err)
+    code, err = _main(capsys, "workload", "--queries-per-day", "100", "--out", str(tmp_path / "wl.parquet"))
+    assert code == 2 and "--queries-per-day is not read with --workload base" in err
+    assert not (tmp_path / "wl.parquet").exists()
+
+
 def test_paths_that_are_wrong_are_named_before_any_work(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
     code, err = _main(capsys, "emulate", "--workload-file", str(tmp_path / "missing.parquet"))
     assert code == 2 and f"no Parquet file at {tmp_path / 'missing.parquet'}" in err

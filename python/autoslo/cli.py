@@ -34,22 +34,42 @@ if TYPE_CHECKING:
 
 def _add_workload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload")
-    g.add_argument("--workload", choices=["base", "redbench"], default="base", help="generator (default: base = the paper's BaseWorkload)")
+    g.add_argument("--workload", choices=["base", "redbench"], help="generator (default: base = the paper's BaseWorkload)")
     g.add_argument("--workload-file", metavar="FILE", help="read the workload (or a query log: arrival, template, instance, [tenant, class, slo]) from Parquet or CSV instead of generating one")
-    g.add_argument("--rate", type=float, default=0.1, help="BaseWorkload arrival rate λ in queries/s (default 0.1)")
-    g.add_argument("--days", type=argtypes.count(1), default=1, help="redbench: number of days (default 1)")
-    g.add_argument("--queries-per-day", type=float, default=20_000, help="redbench: weekday queries across tenants (default 20000)")
-    g.add_argument("--tenants", type=argtypes.count(1), default=4, help="redbench: number of tenants (default 4)")
+    g.add_argument("--rate", type=float, help="base: BaseWorkload arrival rate λ in queries/s (default 0.1)")
+    g.add_argument("--days", type=argtypes.count(1), help="redbench: number of days (default 1)")
+    g.add_argument("--queries-per-day", type=float, help="redbench: weekday queries across tenants (default 20000)")
+    g.add_argument("--tenants", type=argtypes.count(1), help="redbench: number of tenants (default 4)")
     g.add_argument("--kappa", type=float, default=2.0, help="SLO = κ × per-template baseline (default 2)")
     g.add_argument("--seed", type=argtypes.count(0), default=0, help="seed of workload and emulator (default 0)")
 
 
+# The generator options of the workload group, and the source that reads each: one given for
+# another source (a --rate with --workload redbench, --tenants with --workload-file) is refused,
+# instead of running a workload other than the one asked for.
+_GENERATOR_OPTIONS: dict[str, str] = {"rate": "base", "days": "redbench", "queries_per_day": "redbench", "tenants": "redbench"}
+
+
 def _workload(args: argparse.Namespace) -> pa.Table:
-    if args.workload_file:
+    if args.workload_file and args.workload:
+        raise ValueError(f"--workload {args.workload} and --workload-file both choose the workload: give one")
+    source = "file" if args.workload_file else args.workload or "base"
+    ignored = [f"--{k.replace('_', '-')}" for k, reader in _GENERATOR_OPTIONS.items() if getattr(args, k) is not None and reader != source]
+    if ignored:
+        what = "--workload-file" if source == "file" else f"--workload {source}"
+        readers = ", ".join(sorted({f"--workload {_GENERATOR_OPTIONS[o[2:].replace('-', '_')]}" for o in ignored}))
+        raise ValueError(f"{' and '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not read with {what} (only with {readers})")
+    if source == "file":
         return read_workload(args.workload_file, kappa=args.kappa)
-    if args.workload == "redbench":
-        return redbench_workload(days=args.days, seed=args.seed, queries_per_day=args.queries_per_day, tenants=args.tenants, kappa=args.kappa)
-    return base_workload(args.rate, seed=args.seed, kappa=args.kappa)
+    if source == "redbench":
+        return redbench_workload(
+            days=args.days or 1,
+            seed=args.seed,
+            queries_per_day=20_000 if args.queries_per_day is None else args.queries_per_day,
+            tenants=args.tenants or 4,
+            kappa=args.kappa,
+        )
+    return base_workload(0.1 if args.rate is None else args.rate, seed=args.seed, kappa=args.kappa)
 
 
 # The autoscaling options of `autoslo emulate`: the AutoscalerConfig field each sets, and the
