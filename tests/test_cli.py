@@ -267,6 +267,8 @@ def test_reproduce_tuner_flags_change_only_what_they_name() -> None:
     assert base.simulator_noise_sigma is None
     assert not args.simulator_calibration
     assert build_parser().parse_args(["reproduce", "tuner", "--simulator-calibration"]).simulator_calibration
+    s = reproduction_tuner_settings(build_parser().parse_args(["reproduce", "tuner", "--tau-trigger", "0.02", "0.1"]))
+    assert s.space == {**(base.space or {}), "tau_trigger": [0.02, 0.1]}
 
 
 def test_reproduce_tuner_prints_the_floor_of_slos_out_of_reach(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,6 +34,8 @@ BASE_CAPACITIES: str
 DEFAULT_COST_TOLERANCE: float
 #: The T_idle values (s) of the Configuration Tuner's default search space (a change: see docs/tuner.md).
 DEFAULT_T_IDLE_S: list[float]
+#: The τ_trigger values of the Configuration Tuner's default search space (a change: see docs/tuner.md).
+DEFAULT_TAU_TRIGGER: list[float]
 #: Scaling policies selectable by name (see ``autoslo.autoscaler``).
 SCALING_POLICIES: list[str]
 #: Spinup triggers (``queue@N`` for any N >= 1).

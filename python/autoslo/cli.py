@@ -390,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="scale the simulator's latencies per workload class as the emulator ran the day before the target day under the untuned configuration (a change; default off, the paper's simulator)",
         )
         r.add_argument("--t-idle", dest="t_idle", type=float, nargs="+", metavar="S", help=f"the T_idle values (s) the Configuration Tuner tries (default {' '.join(f'{t:g}' for t in _core.DEFAULT_T_IDLE_S)})")
+        r.add_argument("--tau-trigger", dest="tau_trigger", type=argtypes.rate, nargs="+", metavar="RATE", help=f"the τ_trigger values the Configuration Tuner tries (default {' '.join(f'{t:g}' for t in _core.DEFAULT_TAU_TRIGGER)})")
         r.add_argument("--model", help="predictor model directory (default: the bundled Iconq+)")
         r.add_argument("--json", action="store_true")
         if name == "tuner":
@@ -512,6 +513,8 @@ def reproduction_tuner_settings(args: argparse.Namespace) -> TunerSettings:
         settings = replace(settings, tau_scope=args.tau_scope)
     if args.t_idle:
         settings = replace(settings, space={**(settings.space or {}), "t_idle_s": [float(t) for t in args.t_idle]})
+    if args.tau_trigger:
+        settings = replace(settings, space={**(settings.space or {}), "tau_trigger": [float(t) for t in args.tau_trigger]})
     return settings
 
 

@@ -45,9 +45,10 @@ PAPER_FIGURE6_COST_REDUCTION = 0.264
 
 def reproduction_settings() -> TunerSettings:
     """The tuner settings of the reproductions: the reference search, made smaller so that the
-    16 tunings run in minutes on two cores (8 forecasts, η = 3, φ = 2, two autoscaler knobs; T_idle
-    over the product's default values ``_core.DEFAULT_T_IDLE_S``, a change measured in ``docs/tuner.md``)."""
-    return TunerSettings(forecasts=8, eta=3, phi=2, space={"t_idle_s": list(_core.DEFAULT_T_IDLE_S), "tau_trigger": [0.05, 0.1]})
+    16 tunings run in minutes on two cores (8 forecasts, η = 3, φ = 2, two autoscaler knobs over
+    the product's default values, T_idle ``_core.DEFAULT_T_IDLE_S`` and τ_trigger
+    ``_core.DEFAULT_TAU_TRIGGER``: changes to the reference ranges measured in ``docs/tuner.md``)."""
+    return TunerSettings(forecasts=8, eta=3, phi=2, space={"t_idle_s": list(_core.DEFAULT_T_IDLE_S), "tau_trigger": list(_core.DEFAULT_TAU_TRIGGER)})
 
 
 @dataclass(frozen=True)

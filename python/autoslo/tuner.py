@@ -529,7 +529,8 @@ class TunerSettings:
     Configuration Tuner's ``strategy`` (``grid``; ``random``, ``budget`` points;
     ``coordinate-descent``, ``budget`` sweeps; ``adaptive-batch``, widening batches around the best
     so far that stop after ``budget`` + 1 batches in a row without a better one) and ``top_k`` over ``space`` (knob → values; ``{}`` for the default ranges, the reference ones
-    with T_idle over ``_core.DEFAULT_T_IDLE_S`` (600, 1200, 1800 s), a change measured in ``docs/tuner.md``; ``None`` to skip the
+    with T_idle over ``_core.DEFAULT_T_IDLE_S`` (600, 1200, 1800 s) and τ_trigger over ``_core.DEFAULT_TAU_TRIGGER`` (0.02, 0.05, 0.1),
+    changes measured in ``docs/tuner.md``; ``None`` to skip the
     Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
     by default) makes the Workload Simulator slow queries on clusters spun up during a simulation
     as the emulator does, fading over ``simulator_cold_start_s``: a change, measured in

@@ -632,6 +632,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_AUTOSLO_MU", autoslo_core::autoscaler::DEFAULT_AUTOSLO_MU)?;
     m.add("DEFAULT_COST_TOLERANCE", autoslo_core::tuner::DEFAULT_COST_TOLERANCE)?;
     m.add("DEFAULT_T_IDLE_S", autoslo_core::tuner::DEFAULT_T_IDLE_S.to_vec())?;
+    m.add("DEFAULT_TAU_TRIGGER", autoslo_core::tuner::DEFAULT_TAU_TRIGGER.to_vec())?;
     m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;
     m.add("TRIGGERS", autoslo_core::autoscaler::TRIGGERS.to_vec())?;
     m.add("AUTOSCALER_SETTINGS", scaling::SPEC_KEYS.to_vec())?;

@@ -15,7 +15,7 @@ pub mod scheduler;
 
 pub use batch::{agg_perf, simulate_batch, simulate_config, simulate_pairs, tenant_violation_rates, Aggregate, Batch, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome, TargetScope, TenantOutcome};
 pub use config::{AutoscalerKnobs, ExecutionConfig, Provenance, ScheduledSpinup};
-pub use config_tuner::{tune_config, ConfigTuneResult, ConfigTunerParams, SearchSpace, Strategy, DEFAULT_T_IDLE_S};
+pub use config_tuner::{tune_config, ConfigTuneResult, ConfigTunerParams, SearchSpace, Strategy, DEFAULT_TAU_TRIGGER, DEFAULT_T_IDLE_S};
 pub use forecaster::{forecast, weekday, ArrivalModel, ArrivalRow, CountRow, Date, ForecastPolicy, ForecastSettings, Forecasts, History};
 pub use scheduler::{find_good_spinup_time, schedule_spinups, ScheduleResult, SchedulerParams, SpinupTimeParams};
 
