@@ -44,32 +44,28 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=argtypes.count(0), default=0, help="seed of workload and emulator (default 0)")
 
 
-# The generator options of the workload group, and the source that reads each: one given for
-# another source (a --rate with --workload redbench, --tenants with --workload-file) is refused,
-# instead of running a workload other than the one asked for.
-_GENERATOR_OPTIONS: dict[str, str] = {"rate": "base", "days": "redbench", "queries_per_day": "redbench", "tenants": "redbench"}
+# The generator options of the workload group: the source that reads each, and its default. One
+# given for another source (a --rate with --workload redbench, --tenants with --workload-file) is
+# refused, instead of running a workload other than the one asked for.
+_GENERATOR_OPTIONS: dict[str, tuple[str, float]] = {"rate": ("base", 0.1), "days": ("redbench", 1), "queries_per_day": ("redbench", 20_000), "tenants": ("redbench", 4)}
 
 
 def _workload(args: argparse.Namespace) -> pa.Table:
     if args.workload_file and args.workload:
         raise ValueError(f"--workload {args.workload} and --workload-file both choose the workload: give one")
     source = "file" if args.workload_file else args.workload or "base"
-    ignored = [f"--{k.replace('_', '-')}" for k, reader in _GENERATOR_OPTIONS.items() if getattr(args, k) is not None and reader != source]
+    given = {k: getattr(args, k) for k in _GENERATOR_OPTIONS if getattr(args, k) is not None}
+    ignored = {f"--{k.replace('_', '-')}": _GENERATOR_OPTIONS[k][0] for k in given if _GENERATOR_OPTIONS[k][0] != source}
     if ignored:
         what = "--workload-file" if source == "file" else f"--workload {source}"
-        readers = ", ".join(sorted({f"--workload {_GENERATOR_OPTIONS[o[2:].replace('-', '_')]}" for o in ignored}))
+        readers = ", ".join(f"--workload {r}" for r in sorted(set(ignored.values())))
         raise ValueError(f"{' and '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not read with {what} (only with {readers})")
     if source == "file":
         return read_workload(args.workload_file, kappa=args.kappa)
+    v = {k: given.get(k, default) for k, (_, default) in _GENERATOR_OPTIONS.items()}
     if source == "redbench":
-        return redbench_workload(
-            days=args.days or 1,
-            seed=args.seed,
-            queries_per_day=20_000 if args.queries_per_day is None else args.queries_per_day,
-            tenants=args.tenants or 4,
-            kappa=args.kappa,
-        )
-    return base_workload(0.1 if args.rate is None else args.rate, seed=args.seed, kappa=args.kappa)
+        return redbench_workload(days=int(v["days"]), seed=args.seed, queries_per_day=v["queries_per_day"], tenants=int(v["tenants"]), kappa=args.kappa)
+    return base_workload(v["rate"], seed=args.seed, kappa=args.kappa)
 
 
 # The autoscaling options of `autoslo emulate`: the AutoscalerConfig field each sets, and the

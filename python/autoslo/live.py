@@ -157,8 +157,8 @@ def read_sql_map(path: str | PathLike[str]) -> dict[int, str]:
             template = int(k)
         except ValueError:
             raise ValueError(f"{p}: key {k!r} is not a template number") from None
-        if template < 1:
-            raise ValueError(f"{p}: key {k!r} is not a template number (templates count from 1)")
+        if not 1 <= template <= 99:
+            raise ValueError(f"{p}: key {k!r} is not a TPC-DS template (1–99)")
         if not isinstance(v, str) or not v.strip():
             raise ValueError(f"{p}: the SQL of template {k} must be a non-empty string, got {v!r}")
         out[template] = v

@@ -47,20 +47,22 @@ def cmd_reservoir_show(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> TunerSettings:
-    data: dict[str, Any] = dict(TunerSettings.load(args.settings).__dict__) if args.settings else {}
+    """The settings file's (or the defaults), with the command line's options over them."""
+    settings = TunerSettings.load(args.settings) if args.settings else TunerSettings()
+    over: dict[str, Any] = {}
     if args.tau is not None:
-        data["tau"] = args.tau
+        over["tau"] = args.tau
     if args.tau_scope is not None:
-        data["tau_scope"] = args.tau_scope
+        over["tau_scope"] = args.tau_scope
     if args.sizes is not None:
-        data["spinup_sizes"] = args.sizes
-        if data.get("autoscaler", {}) is not None:
-            data["autoscaler"] = {**(data.get("autoscaler") or {}), "sizes": args.sizes}
+        over["spinup_sizes"] = args.sizes
+        if settings.autoscaler is not None:
+            over["autoscaler"] = {**settings.autoscaler, "sizes": args.sizes}
     if args.forecasts is not None:
-        data["forecasts"] = args.forecasts
+        over["forecasts"] = args.forecasts
     if args.seed is not None:
-        data["seed"] = args.seed
-    return TunerSettings.from_mapping(data, args.settings or "tuner settings")
+        over["seed"] = args.seed
+    return replace(settings, **over)
 
 
 def _read_trace(path: str | Path) -> pa.Table:
