@@ -12,7 +12,7 @@ TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 # The PostgreSQL server programs behind the local Redshift Serverless endpoint (live mode and its tests).
 PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl))
 
-.PHONY: postgres deps build demo test test-rust test-python test-wheel bench bench-ray bench-route-idle calibrate models clean-venv
+.PHONY: postgres deps build demo test test-all test-rust test-rust-live test-python test-live test-python-all test-wheel wheel reproduce bench bench-ray bench-route-idle calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,32 +27,60 @@ ifeq ($(PG_CTL),)
 	command -v pg_ctl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 endif
 
+# One build of the Rust graph serves everything below: the extension, `cargo test` and the wheel
+# check compile in the `fast` profile (Cargo.toml) with the same features, so each step reuses
+# the others' artifacts. Only `make wheel` (a distribution wheel, LTO) builds in `release`.
+CARGO_TEST := LD_LIBRARY_PATH=$(TORCH_LIB) cargo test --profile fast -p autoslo-core -p autoslo-cloud --features autoslo-core/torch
+
 build: deps
-	cd $(CURDIR) && maturin develop --release --quiet
+	cd $(CURDIR) && maturin develop --profile fast --quiet
 
 demo: build
 	autoslo demo
 
+# The default tier: the core's and the cloud crate's unit tests, the cluster manager against one
+# local endpoint, and pytest's default tier (no slow, reproduce, live, notebook or scaleout test).
 test-rust: deps postgres
-	LD_LIBRARY_PATH=$(TORCH_LIB) cargo test -p autoslo-core --features torch --quiet
-	cargo test -p autoslo-cloud --quiet
+	$(CARGO_TEST) --lib --test manager
 
 test-python: build postgres
-	$(PY) -m pytest -q
+	$(PY) -m pytest
 
-# The install a user does: build the wheel, install it into a fresh venv, run the CLI and the API
-# from a directory outside the clone.
+test: build test-rust test-python
+
+# The live tier: live runs and serving on local PostgreSQL servers, from Rust and from Python.
+test-rust-live: deps postgres
+	$(CARGO_TEST) --test live --test serve
+
+test-live: build test-rust-live
+	$(PY) -m pytest -m live
+
+# Every tier: what `make test` runs, the live tier, the slow, reproduce, notebook and scale-out
+# tiers, and the wheel check.
+test-python-all: build postgres
+	$(PY) -m pytest -m ""
+
+test-all: build test-rust test-rust-live test-python-all test-wheel
+
+# The install a user does: build the wheel (from the same build as the tests), install it into a
+# fresh venv, run the CLI and the API from a directory outside the clone.
 WHEEL_VENV := $(abspath target/wheel-venv)
 test-wheel: build
 	rm -rf target/wheels $(WHEEL_VENV)
-	maturin build --release --quiet --out target/wheels
+	maturin build --profile fast --quiet --interpreter $(PY) --out target/wheels
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/pip install --quiet target/wheels/autoslo-*.whl
 	cd $$(mktemp -d) && $(WHEEL_VENV)/bin/autoslo demo --queries-per-day 2000 >/dev/null && \
 	  $(WHEEL_VENV)/bin/python -c "import autoslo, pathlib; assert 'site-packages' in autoslo.__file__, autoslo.__file__; \
 	  r = autoslo.emulate(autoslo.base_workload(0.2, seed=1, kappa=2), [32, 16]); print('wheel ok:', r.summary())"
 
-test: build test-rust test-wheel test-python
+# A distribution wheel: release profile, thin LTO.
+wheel: deps
+	maturin build --release --interpreter $(PY) --out target/wheels
+
+# The paper's reproductions at the reported size, into docs/results.
+reproduce: build
+	autoslo reproduce all --out docs/results
 
 bench: deps
 	cargo bench -p autoslo-core --bench emulator --bench billing
