@@ -26,6 +26,12 @@
 //! - [`control_plane`]: the live control plane, the router on the request path and the
 //!   autoscaler on a background thread, over a cluster-manager interface.
 
+// The core's tests load the bundled predictor, whose weights are TorchScript that only libtorch
+// reads: without `torch` they would be compiled out unseen (Algorithm 1's, the autoscaler's, the
+// tuner's), so a test build without it stops here and says how to run them.
+#[cfg(all(test, not(feature = "torch")))]
+compile_error!("autoslo-core's tests need the `torch` feature (they load the bundled model with libtorch): run `make test-rust`, or `LIBTORCH_USE_PYTORCH=1 cargo test -p autoslo-core --features torch` in the venv");
+
 pub mod allocator;
 pub mod autoscaler;
 pub mod billing;

@@ -1227,10 +1227,9 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(autoslo_host_avx512), ignore = "this CPU has no AVX-512: there is no second path to compare")]
     fn avx512_after_steps_equal_avx2_ones() {
-        if !detect_avx512() {
-            return; // nothing to compare on this CPU
-        }
+        assert!(detect_avx512(), "the build saw AVX-512 on this CPU, the test does not");
         // Hidden 12: 48 gates, one 32-column zmm tile plus a scalar remainder.
         let k = NativeKernel::from_named(&random_params(16, 12, 8, 11), "test").unwrap();
         assert!(k.avx512);
@@ -1245,11 +1244,14 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(autoslo_host_avx512), ignore = "this CPU has no AVX-512: there is no second path to compare")]
     fn avx512_single_steps_equal_avx2_ones() {
+        assert!(detect_avx512(), "the build saw AVX-512 on this CPU, the test does not");
         // Hidden 12: one 32-column tile and 16 scalar columns; hidden 40: a group of four tiles
         // and one more.
         for (hidden, seed) in [(12, 3), (40, 4)] {
             let k = NativeKernel::from_named(&random_params(16, hidden, 8, seed), "test").unwrap();
+            assert!(k.avx512, "hidden {hidden}: the kernel does not take its AVX-512 path");
             let narrow = k.without_avx512();
             let mut r = Rng::new(seed);
             let xs: Vec<[f32; INTERACTION_DIM]> = (0..23).map(|_| std::array::from_fn(|_| (r.uniform() * 4.0 - 2.0) as f32)).collect();
@@ -1324,10 +1326,9 @@ pub(crate) mod tests {
 
     #[cfg(target_arch = "x86_64")]
     #[test]
+    #[cfg_attr(not(autoslo_host_avx2), ignore = "this CPU has no AVX2 and FMA: the vector activations cannot run")]
     fn vector_activations_match_scalar_ones() {
-        if detect_simd() != Simd::Avx2Fma {
-            return;
-        }
+        assert_eq!(detect_simd(), Simd::Avx2Fma, "the build saw AVX2 and FMA on this CPU, the test does not");
         let xs: Vec<f32> = (0..4003).map(|i| -100.0 + i as f32 * 0.05).collect();
         for (g, f) in [(avx2::Gate::Sigmoid, sigmoid::<Plain> as fn(f32) -> f32), (avx2::Gate::Tanh, tanh::<Plain>)] {
             let mut v = xs.clone();
