@@ -17,7 +17,14 @@ use autoslo_core::tuner::BatchControl;
 use autoslo_core::workload::{Query, Workload};
 
 fn workload(n: usize, every_s: f64) -> Workload {
-    let qs = (0..n).map(|i| Query { id: i as u64, arrival: i as f64 * every_s, text: QueryText { template: 1 + (i % 2) as u16, instance: 1 }, tenant: 0, class: 0, slo: 60.0 }).collect();
+    burst_then_trickle(n, every_s, 0, 0.0)
+}
+
+/// `burst` queries `every_s` apart, then `trickle` more `trickle_every_s` apart.
+fn burst_then_trickle(burst: usize, every_s: f64, trickle: usize, trickle_every_s: f64) -> Workload {
+    let end = burst.saturating_sub(1) as f64 * every_s;
+    let arrival = |i: usize| if i < burst { i as f64 * every_s } else { end + (i + 1 - burst) as f64 * trickle_every_s };
+    let qs = (0..burst + trickle).map(|i| Query { id: i as u64, arrival: arrival(i), text: QueryText { template: 1 + (i % 2) as u16, instance: 1 }, tenant: 0, class: 0, slo: 60.0 }).collect();
     Workload::new(qs, vec!["t".into()], vec!["adhoc".into()]).unwrap()
 }
 
@@ -65,15 +72,21 @@ fn a_live_run_scales_up_and_every_query_runs_as_sql() {
     let ep = LocalEndpoint::start(EndpointOptions { time_factor: 0.005, ..Default::default() }).unwrap();
     // Snowflake standard: more than 2 running per cluster starts another (up to 3).
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 3, 2).unwrap());
-    let w = workload(40, 0.05);
+    // A burst (2 s) that starts the third cluster, then 12 s more of arrivals: the new
+    // workgroup's server (initdb and start, a few seconds on a loaded machine) is up while
+    // queries still arrive, so the test waits for the scale-up instead of racing it.
+    let w = burst_then_trickle(40, 0.05, 48, 0.25);
+    let n = w.len();
     let run = run_live(manager(&ep), &w, &sql(0.3), Box::new(RoundRobin::default()), scaler, &[8, 8], settings("up"), Arc::new(BatchControl::new())).unwrap();
-    one_row_each(&run, 40);
+    one_row_each(&run, n);
     assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
     assert!(run.trace.rows.iter().all(|r| r.latency >= 0.3 && r.start.unwrap() >= r.arrival));
     let c = &run.trace.clusters;
     assert!(c.len() >= 3, "a forced scale-up: {c:?}");
     assert_eq!((c[0].spinup_reason, c[2].spinup_reason), ("initial", "snowflake-start"));
     assert!(c[2].ready_at > c[2].requested_at);
+    let last = w.queries().last().unwrap().arrival;
+    assert!(c[2].ready_at < last - 2.0, "the new cluster came up at {:.2} s, too near the last arrival ({last:.2} s) to show it takes queries", c[2].ready_at);
     assert!(run.trace.rows.iter().any(|r| r.cluster == Some(2)), "the new cluster took queries");
     let billed: i64 = c.iter().map(|x| x.cost_micro_usd()).sum();
     assert!(billed > 0);
