@@ -4,6 +4,7 @@ events they leave, clear errors, and the ordering claims of Tables 3 and 4 acros
 from __future__ import annotations
 
 import pytest
+import utc
 
 from autoslo import _core, predictor
 from autoslo.autoscaler import AutoscalerConfig
@@ -212,6 +213,7 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     est = predictor.load().stage_estimate(3, 1, 8)
     per_query = 0.375 * 8 * est / 3600
     budgets = Budgets({"acme": 2.5 * per_query, "default": 1.5 * per_query})
+    t0 = time.time()
     # Round robin needs no predictor; admission loads the bundled one for its Stage estimates.
     cp = autoslo.control_plane([8], "noop", routing="round-robin", admission=DeadlineAdmission(), budgets=budgets)
     with pytest.raises(autoslo.QueryRejectedError, match="infeasible-deadline") as e:
@@ -221,7 +223,7 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     with pytest.raises(autoslo.QueryRejectedError, match="budget") as e:
         cp.route(4, 3, 1, 60.0, tenant="acme")
     assert e.value.reason == "budget"
-    assert e.value.retry_after_s == pytest.approx(86_400 - time.time() % 86_400, abs=60), "its budget comes back at the next UTC midnight"
+    assert utc.is_to_midnight(e.value.retry_after_s, t0, time.time()), "its budget comes back at the next UTC midnight"
     assert cp.route(5, 3, 1, 60.0, tenant="beta") == 0, "beta has no budget"
     assert cp.route(6, 3, 1, 60.0) == 0
     with pytest.raises(autoslo.QueryRejectedError, match="budget"):
@@ -234,7 +236,7 @@ def test_the_in_process_control_plane_refuses_at_admission_as_the_service_does()
     standing = {b["tenant"]: b for b in cp.budgets()}
     assert set(standing) == {"acme", "default"}
     assert standing["acme"]["spent"] == pytest.approx(2 * per_query) and standing["default"]["spent"] == pytest.approx(per_query)
-    assert standing["acme"]["window_start"] == 86_400 * (time.time() // 86_400), "a day's window is a UTC day"
+    assert utc.is_day_start(standing["acme"]["window_start"], t0, time.time()), "a day's window is a UTC day"
 
     # A restart: what acme spent comes back, so it has room for no more query today.
     again = autoslo.control_plane([8], "noop", routing="round-robin", budgets=budgets)
@@ -265,6 +267,7 @@ def test_the_in_process_control_plane_keeps_what_it_served_as_the_service_does(t
     from autoslo.tenancy import Budgets
 
     # 1000×: 1 ms is 1 s of the control plane's clock; the billing minimum is 600 s (0.6 s).
+    t0 = time.time()
     cp = autoslo.control_plane([16, 32], "noop", routing="round-robin", time_scale=1000.0, budgets=Budgets({"acme": 0.0}), billing_minimum_s=600.0)
     with pytest.raises(autoslo.QueryRejectedError, match="budget"):
         cp.route(1, 3, 1, 100.0, tenant="acme", workload_class="dashboard")
@@ -285,4 +288,27 @@ def test_the_in_process_control_plane_keeps_what_it_served_as_the_service_does(t
     assert sum(log["cost"].to_pylist()) == pytest.approx(cp.cost(), rel=1e-9) and cp.cost() > 0
     assert cp.take_served().num_rows == 0 and cp.log_dropped() == 0
     reservoir = autoslo.Reservoir(tmp_path / "res")
-    assert reservoir.append(log) == [dt.datetime.fromtimestamp(time.time(), dt.timezone.utc).date()]
+    served_on = {dt.datetime.fromtimestamp(t, dt.timezone.utc).date() for t in (t0, time.time())}
+    assert len(dates := reservoir.append(log)) == 1 and dates[0] in served_on
+
+
+def test_idle_clusters_are_torn_down_after_t_idle_and_t_min_lifetime_down_to_min_clusters() -> None:
+    """The teardown trigger (§6): a cluster goes, with reason ``idle``, once nothing was routed to
+    it for T_idle and it has lived T_min_lifetime; never below ``min_clusters``; never with
+    ``teardown=False``."""
+    wl = base_workload(0.02, seed=3, kappa=4)  # about 300 queries over 4 h: three clusters are too many
+
+    def teardowns(**knobs: object) -> tuple[list[dict], list[dict]]:
+        r = emulate(wl, [16, 16, 16], autoscaler=AutoscalerConfig(tau=0.1, sizes=(16,), **knobs))  # type: ignore[arg-type]
+        return [e for e in r.events.to_pylist() if e["event"] == "teardown"], r.trace.to_pylist()
+
+    for t_idle, t_min, floor in ((600.0, 1200.0, 2), (300.0, 3000.0, 1), (1800.0, 1200.0, 1)):
+        downs, rows = teardowns(t_idle_s=t_idle, t_min_lifetime_s=t_min, min_clusters=floor)
+        assert len(downs) == 3 - floor, (t_idle, t_min, floor, downs)
+        for e in downs:
+            assert e["reason"] == "idle" and e["time"] >= t_min, e
+            routed = [q["arrival"] for q in rows if q["cluster_id"] == e["cluster_id"]]
+            assert e["time"] - max([a for a in routed if a <= e["time"]], default=0.0) >= t_idle, (e, routed)
+            assert all(a <= e["time"] for a in routed), "nothing is routed to a cluster after its teardown"
+    downs, _ = teardowns(t_idle_s=300.0, t_min_lifetime_s=300.0, min_clusters=1, teardown=False)
+    assert downs == []

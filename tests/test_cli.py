@@ -283,19 +283,30 @@ def test_reproduce_tuner_prints_the_floor_of_slos_out_of_reach(capsys: pytest.Ca
     assert "2024-04-09 κ=2: " in out and "of the queries miss their SLO even alone on 16, 32 RPU" in out
 
 
-def test_ctrl_c_stops_a_long_emulation_with_no_trace(tmp_path) -> None:
-    """SIGINT mid-run (an overloaded fleet, seconds per thousand arrivals): exit 130, no trace."""
+def test_ctrl_c_stops_a_long_emulation_with_no_trace(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGINT mid-run (an overloaded fleet, seconds per thousand arrivals): exit 130, no trace.
+    The signal is sent once the progress bar shows emulated queries, so it lands inside the
+    emulation, not in the workload's generation."""
+    import os
+    import re
+    import select
     import signal
-    import time
 
     trace = tmp_path / "t.parquet"
-    args = ["emulate", "--workload", "redbench", "--days", "20", "--queries-per-day", "40000", "--clusters", "32,16", "--trace", str(trace)]
-    p = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(5)  # past the workload's generation, well inside the emulation (minutes)
+    args = ["emulate", "--workload", "redbench", "--days", "20", "--queries-per-day", "40000", "--clusters", "32,16", "--trace", str(trace), "--progress"]
+    p = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert p.stderr is not None
+    seen = b""
+    # tqdm redraws with carriage returns: read what arrives, until the bar counts a query.
+    while not re.search(rb"emulating:[^\r\n]*\| *[1-9][0-9]*/[0-9]", seen):
+        assert p.poll() is None, (seen, p.stdout.read() if p.stdout else "")
+        ready, _, _ = select.select([p.stderr], [], [], 60.0)
+        assert ready, f"no progress in 60 s: {seen!r}"
+        seen += os.read(p.stderr.fileno(), 65536)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)  # a hang guard, not a speed check
     assert p.returncode == 130, (out, err)
-    assert "interrupted" in err and not trace.exists()
+    assert b"interrupted" in err and not trace.exists()
 
 
 def test_emulate_names_sizes_beyond_the_real_measurements(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+import utc
 
 import autoslo
 from autoslo import _core, base_workload
@@ -742,7 +743,7 @@ def _check_shape(shape: Any, value: Any, path: str) -> None:
 
 
 def test_boto3_is_a_second_client_and_every_response_matches_the_service_model() -> None:
-    boto3 = pytest.importorskip("boto3")
+    import boto3
     with LocalEndpoint(time_factor=0.005) as ep:
         c = boto3.client("redshift-serverless", endpoint_url=ep.url, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
         raw: list[tuple[str, int, bytes]] = []
@@ -783,6 +784,30 @@ def test_boto3_is_a_second_client_and_every_response_matches_the_service_model()
                 assert err["__type"] in model.shape_names, err
                 _check_shape(model.shape_for(err["__type"]), {k: v for k, v in err.items() if k != "__type"}, err["__type"])
         assert {"CreateNamespace", "CreateWorkgroup", "GetWorkgroup", "UpdateWorkgroup", "ListWorkgroups", "ListNamespaces", "GetNamespace", "DeleteWorkgroup"} <= ops
+
+
+def test_the_local_endpoint_pages_its_lists_and_names_an_operation_it_does_not_serve() -> None:
+    """boto3's paginator walks ListNamespaces in pages of one and two (nextToken), and an
+    operation the local endpoint does not serve is an UnknownOperationException, not a hang or
+    an empty answer."""
+    import boto3
+    import botocore.exceptions
+
+    with LocalEndpoint(time_factor=0.005) as ep:
+        c = boto3.client("redshift-serverless", endpoint_url=ep.url, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+        names = [f"page-{i}" for i in range(5)]
+        for n in names:
+            c.create_namespace(namespaceName=n, dbName="dev")
+        for size, pages in ((1, 5), (2, 3), (100, 1)):
+            got = list(c.get_paginator("list_namespaces").paginate(PaginationConfig={"PageSize": size}))
+            assert [len(p["namespaces"]) for p in got] == [min(size, 5 - i * size) for i in range(pages)], size
+            assert sorted(n["namespaceName"] for p in got for n in p["namespaces"]) == names
+            assert "nextToken" not in got[-1] and all("nextToken" in p for p in got[:-1])
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            c.list_snapshots()
+        assert e.value.response["Error"]["Code"] == "UnknownOperationException", e.value.response
+        with pytest.raises(botocore.exceptions.ClientError, match="nextToken"):
+            c.list_namespaces(nextToken="not-a-token")
 
 
 def test_a_service_deletes_the_workgroups_an_earlier_one_left_under_its_prefix() -> None:
@@ -827,6 +852,7 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
     with LocalEndpoint(time_factor=0.005) as ep:
         admission, budgets = DeadlineAdmission(), Budgets({"acme": 2.5 * per_query})
         with serve([8], "noop", routing="round-robin", endpoint=ep.url, name_prefix="adm", admission=admission, budgets=budgets, billing_minimum_s=0.2) as svc:
+            t0 = time.time()
             with pytest.raises(QueryRejectedError, match="infeasible-deadline") as e:
                 svc.route(1, 3, 1, est / 10, tenant="beta")
             assert e.value.reason == "infeasible-deadline"
@@ -834,7 +860,7 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
                 svc.route(q, 3, 1, 60.0, tenant="acme")
             with pytest.raises(QueryRejectedError) as e:
                 svc.route(4, 3, 1, 60.0, tenant="acme")
-            assert e.value.reason == "budget" and e.value.retry_after_s == pytest.approx(86_400 - time.time() % 86_400, abs=60)
+            assert e.value.reason == "budget" and utc.is_to_midnight(e.value.retry_after_s, t0, time.time())
             svc.route(5, 3, 1, 60.0, tenant="beta")
             assert [c["running"] for c in svc.clusters()] == [3], "a rejected query takes no cluster"
             for q in (2, 3, 5):
@@ -849,13 +875,13 @@ def test_a_service_refuses_at_admission_infeasible_deadlines_and_tenants_past_th
             answer = json.loads(refused.value.read())
             assert (refused.value.code, answer["rejected"]) == (429, "budget"), answer
             # The budget clears at the next UTC midnight: Retry-After says when, in whole seconds.
-            to_midnight = 86_400 - time.time() % 86_400
-            assert answer["retry_after_s"] == pytest.approx(to_midnight, abs=60)
-            assert int(refused.value.headers["Retry-After"]) == pytest.approx(to_midnight, abs=60)
+            t1 = time.time()
+            assert utc.is_to_midnight(answer["retry_after_s"], t0, t1)
+            assert utc.is_to_midnight(int(refused.value.headers["Retry-After"]), t0, t1)
             # Each budgeted tenant's standing, in /stats and /metrics: acme spent two queries' worth.
             standing = call(url.replace("/route", "/stats"))[1]["budgets"]
             assert [(b["tenant"], b["budget"]) for b in standing] == [("acme", pytest.approx(2.5 * per_query))] and standing == svc.budgets()
-            assert standing[0]["spent"] == pytest.approx(2 * per_query) and standing[0]["window_start"] == 86_400 * (time.time() // 86_400)
+            assert standing[0]["spent"] == pytest.approx(2 * per_query) and utc.is_day_start(standing[0]["window_start"], t0, time.time())
             with urllib.request.urlopen(url.replace("/route", "/metrics"), timeout=30) as r:
                 text = r.read().decode()
             assert f'autoslo_budget_spent_dollars{{tenant="acme"}} {standing[0]["spent"]!r}' in text and 'autoslo_budget_dollars{tenant="acme"}' in text

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -216,24 +218,40 @@ def test_simulate_batch_and_find_good_spinup_time() -> None:
         T.find_good_spinup_time([{"arrival": [1.0], "end": [], "violated": [True]}])
 
 
-def test_a_signal_handler_s_exception_stops_a_batch_and_is_raised_as_itself() -> None:
+def test_a_signal_handler_s_exception_stops_a_batch_and_is_raised_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     # A supervisor's handler (Airflow raises its own exception on SIGTERM) must reach the caller
     # as itself, not as a bare KeyboardInterrupt("interrupted").
     class Stopped(Exception):
         pass
 
+    finished = threading.Event()
+
     def stop(signum: int, frame: object) -> None:
-        raise Stopped("told to stop")
+        if not finished.is_set():
+            raise Stopped("told to stop")
 
     ws = [autoslo.redbench_workload(days=1, seed=s, queries_per_day=15000, tenants=2) for s in range(8)]
     configs = [T.ExecutionConfig({"initial_clusters": [16]})] * 2
+    # The signal is sent once the batch reports its first simulation done (15 more to go), so it
+    # lands while the batch runs, however fast the machine.
+    running = threading.Event()
+    monkeypatch.setattr(T, "progress_bar", lambda enabled, desc, unit: ((lambda done, total: running.set() if done > 0 else None), lambda: None))
+
+    def signal_once_running() -> None:
+        while not finished.is_set():
+            if running.wait(0.05):
+                os.kill(os.getpid(), signal.SIGALRM)
+                return
+
     previous = signal.signal(signal.SIGALRM, stop)
+    sender = threading.Thread(target=signal_once_running)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        sender.start()
         with pytest.raises(Stopped, match="told to stop"):
-            T.simulate_batch(configs, ws)  # seconds of work: the alarm comes while it runs
+            T.simulate_batch(configs, ws, progress=True)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        finished.set()
+        sender.join()
         signal.signal(signal.SIGALRM, previous)
 
 
