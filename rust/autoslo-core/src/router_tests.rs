@@ -54,12 +54,22 @@ fn algorithm1_avoids_the_loaded_cluster_and_guards_predictions() {
     let tight = q(100, 3.0, 30.0);
     let c = r.route(3.0, &tight, &[info(0, 16), info(1, 16)]).unwrap();
     assert_eq!(c, 1, "{:?}", r.last.iter().map(|c| (c.cluster, c.delta_violations, c.delta_cost)).collect::<Vec<_>>());
-    // Monotonicity guard: predictions on cluster 0 never decrease and are ≥ elapsed time.
-    r.route(50.0, &q(101, 50.0, 1e6), &[info(0, 16)]).unwrap();
-    let after = &r.placed()[&0];
-    for (b, a) in before.iter().zip(after.iter()) {
-        assert!(a.prediction >= *b && a.prediction >= 50.0 - a.arrival);
-    }
+    // Monotonicity guard (lines 6–8): each running query's prediction becomes exactly
+    // max(its counterfactual prediction, its prediction before, its elapsed time), and that is
+    // what routing commits.
+    let placed = r.placed()[&0].clone();
+    let late = q(101, 50.0, 1e6);
+    let cands = r.evaluate(50.0, &late, &[info(0, 16)]).unwrap();
+    let raw: Vec<f64> = cands[0].cf.as_ref().unwrap().updated_predictions().collect();
+    assert_eq!(raw.len(), placed.len());
+    let want: Vec<f64> = placed.iter().zip(&raw).map(|(p, &cf)| cf.max(p.prediction).max(50.0 - p.arrival)).collect();
+    assert_eq!(cands[0].guarded, want);
+    let held = placed.iter().zip(&raw).filter(|(p, &cf)| 50.0 - p.arrival > cf.max(p.prediction)).count();
+    assert!(held > 0, "some running query is held to its elapsed time: {raw:?}");
+    r.route(50.0, &late, &[info(0, 16)]).unwrap();
+    let after: Vec<f64> = r.placed()[&0].iter().take(placed.len()).map(|x| x.prediction).collect();
+    assert_eq!(after, want);
+    assert!(after.iter().zip(&before).all(|(a, b)| a >= b));
     assert!(r.route(60.0, &q(102, 60.0, 1.0), &[]).is_err(), "no clusters");
 }
 
