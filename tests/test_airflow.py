@@ -110,8 +110,8 @@ def _run_dag(world: dict[str, Path], env: dict[str, str], day: dt.date) -> subpr
     return subprocess.run([sys.executable, "-c", RUNNER, str(Path(env["AIRFLOW__CORE__DAGS_FOLDER"]) / "autoslo_daily.py"), day.isoformat()], env=env, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.scaleout
 def test_the_example_dag_runs_two_days_reruns_and_alerts(world: dict[str, Path], tmp_path: Path) -> None:
-    pytest.importorskip("airflow")
     dags = tmp_path / "dags"
     dags.mkdir()
     shutil.copy(ROOT / "examples" / "airflow" / "autoslo_daily.py", dags)

@@ -233,6 +233,7 @@ def test_the_demo_verdict_names_the_cheapest_policy_of_today_that_meets_tau() ->
     assert _verdict([*rows[:3], row("64 RPU", 0.5, 10.0)], 0.1, n_autoslo=3).endswith("tuned meets τ, and none of today's policies does")
 
 
+@pytest.mark.slow  # about 10 minutes; test_calibrate_fit_small_budget_writes_a_valid_file stands for it in the default tier
 def test_calibrate_fit_reproduces_the_shipped_parameters(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """`autoslo calibrate --fit` (default options) writes exactly the file the package ships."""
     from pathlib import Path

@@ -9,6 +9,7 @@ import pytest
 from autoslo.cli import main
 
 
+@pytest.mark.reproduce
 def test_reproduce_placement(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reproduce", "placement", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)

@@ -52,9 +52,20 @@ def runs(draw: st.DrawFn) -> dict[str, Any]:
     return run
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs())
 def test_every_run_keeps_its_invariants(run: dict[str, Any]) -> None:
+    keeps_its_invariants(run)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs())
+def test_every_run_keeps_its_invariants_at_length(run: dict[str, Any]) -> None:
+    keeps_its_invariants(run)
+
+
+def keeps_its_invariants(run: dict[str, Any]) -> None:
     rate, seed, kappa = run["workload"]
     wl = autoslo.base_workload(rate, seed=seed, kappa=kappa)
     engine = autoslo.emulate if run["engine"] == "emulate" else autoslo.simulate

@@ -15,13 +15,16 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray")
-psutil = pytest.importorskip("psutil")
+import psutil
+import ray
 
-import autoslo  # noqa: E402
-from autoslo import tuner as T  # noqa: E402
-from autoslo.cli import main  # noqa: E402
-from autoslo.ray_backend import RayBackend, backend_for  # noqa: E402
+import autoslo
+from autoslo import tuner as T
+from autoslo.cli import main
+from autoslo.ray_backend import RayBackend, backend_for
+
+# One Ray batch is in the default tier (test_simulate_batch_on_ray_equals_rayon_...); the rest
+# of the Ray runs are `scaleout`.
 
 START = dt.date(2024, 4, 1)  # a Monday
 
@@ -56,6 +59,7 @@ def test_simulate_batch_on_ray_equals_rayon_and_puts_each_workload_once() -> Non
     assert backend.workloads_put == 3  # the same workloads are not put again
 
 
+@pytest.mark.scaleout
 def test_tune_on_ray_gives_the_rayon_configuration(reservoir: T.Reservoir, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = T.TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]}, initial_clusters=[[8], [16]], spinup_sizes=[16])
     day = START + dt.timedelta(days=8)
@@ -73,6 +77,7 @@ def test_tune_on_ray_gives_the_rayon_configuration(reservoir: T.Reservoir, tmp_p
     assert json.loads(capsys.readouterr().out)["report"]["backend"] == "ray"
 
 
+@pytest.mark.scaleout
 @pytest.mark.parametrize(
     "change",
     [{"simulator_cold_start_factor": 5.0, "simulator_cold_start_s": 3600.0}, {"simulator_noise_sigma": 0.8}, {"simulator_class_scale": {c: 3.0 for c in ("adhoc", "backfill", "dashboard", "report")}}],
@@ -101,6 +106,7 @@ def _chunk_workers() -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.scaleout
 def test_a_killed_worker_is_retried_and_the_result_is_unchanged() -> None:
     ws = [autoslo.base_workload(0.6, seed=10 + s, kappa=2) for s in range(4)]
     cfgs = configs()[:2]

@@ -1,12 +1,13 @@
-"""The paper's experiments as tests: ``pytest -m reproduce`` runs them, ``pytest -m reproduce -k
-table2`` one of them.
+"""The paper's experiments as tests, at three sizes.
 
-By default they run at a small size (what CI runs): few seeds and short workloads, asserting the
-structure and the claims that hold even there. ``AUTOSLO_REPRODUCE=full pytest -m reproduce`` runs
-them at the size the docs report (seeds 0-4 for Tables 2-4, the full tuner experiment for Table 5
-and Figure 6, the emulated slowdown of the placement fixture) and asserts the relative claims that
-hold at that size. Every test records its numbers: as JSON in ``$AUTOSLO_REPRODUCE_OUT`` (default:
-the test's temporary directory) and as pytest properties (``--junitxml``)."""
+Each reproduction runs ``tiny`` in the default tier (one seed, short workloads: does it run, are
+the columns and the literal and product policies there, and does each claim point the right
+way), ``small`` with ``pytest -m reproduce`` (a second seed or more history), and at the size
+the docs report with ``AUTOSLO_REPRODUCE=full pytest -m reproduce`` (seeds 0-4 for Tables 2-4,
+the full tuner experiment for Table 5 and Figure 6, the emulated slowdown of the placement
+fixture), where the relative claims are asserted at the thresholds the docs give. Every test
+records its numbers: as JSON in ``$AUTOSLO_REPRODUCE_OUT`` (default: the test's temporary
+directory) and as pytest properties (``--junitxml``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from autoslo import _core
 from autoslo.reproduce import ALL_TABLES, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 
 FULL = os.environ.get("AUTOSLO_REPRODUCE", "small") == "full"
-pytestmark = pytest.mark.reproduce
+# `tiny` in the default tier; `small` (or `full`) in the reproduce tier.
+SIZES = [pytest.param("tiny"), pytest.param("full" if FULL else "small", marks=pytest.mark.reproduce)]
+SEEDS = {"tiny": [0], "small": [0, 1], "full": [0, 1, 2, 3, 4]}
 
 
 @pytest.fixture
@@ -31,35 +34,42 @@ def record(tmp_path: Path, record_property: Callable[[str, object], None], reque
     out.mkdir(parents=True, exist_ok=True)
 
     def keep(numbers: dict[str, Any]) -> None:
-        (out / f"{request.node.name}.json").write_text(json.dumps({"size": "full" if FULL else "small", **numbers}, indent=1, default=str))
+        callspec = getattr(request.node, "callspec", None)
+        size = callspec.params["size"] if callspec else "full" if FULL else "small"
+        (out / f"{request.node.name}.json").write_text(json.dumps({"size": size, **numbers}, indent=1, default=str))
         record_property("numbers", json.dumps(numbers, default=str))
 
     return keep
 
 
-def test_table2_router(record: Callable[[dict[str, Any]], None]) -> None:
-    out = reproduce_router(seed=[0, 1, 2, 3, 4] if FULL else [1], queries=None if FULL else 60)
+@pytest.mark.parametrize("size", SIZES)
+def test_table2_router(size: str, record: Callable[[dict[str, Any]], None]) -> None:
+    full = size == "full"
+    queries = {"tiny": 40, "small": 60, "full": None}[size]
+    out = reproduce_router(seed=SEEDS["full"] if full else [1], queries=queries)
     record({"mean_change_vs_round_robin": out["mean_change_vs_round_robin"]})
     assert {x["policy"] for x in out["rows"]} == {"round-robin", "stage-cost", "algorithm1", "autoslo", "autoslo-latency"}
-    assert len(out["rows"]) == 8 * 5 * (5 if FULL else 1)
+    assert len(out["rows"]) == 8 * 5 * (5 if full else 1)
     mean = out["mean_change_vs_round_robin"]
-    if FULL:
-        # docs/router.md: autoslo −25.2 % violations at −20.8 % cost; the change with the second key
-        # cuts violations further; the literal Algorithm 1 less.
-        assert mean["autoslo"]["mean_violation_rate_change"] < -0.2 and mean["autoslo"]["mean_cost_change"] < -0.1
-        assert mean["autoslo-latency"]["mean_violation_rate_change"] < mean["autoslo"]["mean_violation_rate_change"]
-        assert mean["autoslo"]["mean_violation_rate_change"] < mean["algorithm1"]["mean_violation_rate_change"]
-    else:
-        assert all(x["queries"] == 60 for x in out["rows"])
+    # docs/router.md: autoslo −25.2 % violations at −20.8 % cost; the change with the second key
+    # cuts violations further; the literal Algorithm 1 less. Small runs keep the directions.
+    assert mean["autoslo"]["mean_violation_rate_change"] < (-0.2 if full else 0.0)
+    assert mean["autoslo"]["mean_cost_change"] < (-0.1 if full else 0.0)
+    assert mean["autoslo-latency"]["mean_violation_rate_change"] < mean["autoslo"]["mean_violation_rate_change"]
+    assert mean["autoslo"]["mean_violation_rate_change"] < mean["algorithm1"]["mean_violation_rate_change"]
+    if not full:
+        assert all(x["queries"] == queries for x in out["rows"])
 
 
-def test_table3_spinup_size(record: Callable[[dict[str, Any]], None]) -> None:
-    """add-best beats noop and horizontal on every seed (two seeds when small), and vertical on
-    the mean (docs/autoscaler.md: on four of the five seeds; on seed 1 vertical cuts 94.7 % against
+@pytest.mark.parametrize("size", SIZES)
+def test_table3_spinup_size(size: str, record: Callable[[dict[str, Any]], None]) -> None:
+    """add-best beats noop and horizontal on every seed, and vertical on the mean
+    (docs/autoscaler.md: on four of the five seeds; on seed 1 vertical cuts 94.7 % against
     93.9 %)."""
-    out = reproduce_spinup_size(seed=[0, 1, 2, 3, 4] if FULL else [0, 1])
-    record({"mean_change_vs_noop": out["mean_change_vs_noop"], "per_seed": out["per_seed"]})
-    for s, ch in out["per_seed"].items():
+    out = reproduce_spinup_size(seed=SEEDS[size])
+    per_seed = out.get("per_seed") or {SEEDS[size][0]: out["mean_change_vs_noop"]}  # one seed: its mean
+    record({"mean_change_vs_noop": out["mean_change_vs_noop"], "per_seed": per_seed})
+    for s, ch in per_seed.items():
         add = ch["add-best"]["mean_violation_rate_change"]
         assert add < -0.5, (s, ch)
         assert add < ch["horizontal"]["mean_violation_rate_change"], (s, ch)
@@ -83,34 +93,37 @@ def test_spinup_size_selector_overrides_reach_only_the_autoslo_method() -> None:
     assert (sizes(default, "autoslo"), sizes(default, "add-best")) == ([[32]], [[16]])
 
 
-def test_table4_trigger(record: Callable[[dict[str, Any]], None]) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_table4_trigger(size: str, record: Callable[[dict[str, Any]], None]) -> None:
     """combined beats observed on average and queue@32 on every seed."""
-    small = {} if FULL else {"methods": ["noop", "queue@32", "observed", "combined"]}
-    out = reproduce_trigger(seed=[0, 1, 2, 3, 4] if FULL else [0, 1], **small)
-    record({"mean_change_vs_noop": out["mean_change_vs_noop"], "per_seed": out["per_seed"]})
+    small = {} if size == "full" else {"methods": ["noop", "queue@32", "observed", "combined"]}
+    out = reproduce_trigger(seed=SEEDS[size], **small)
+    per_seed = out.get("per_seed") or {SEEDS[size][0]: out["mean_change_vs_noop"]}  # one seed: its mean
+    record({"mean_change_vs_noop": out["mean_change_vs_noop"], "per_seed": per_seed})
     mean = out["mean_change_vs_noop"]
     assert mean["combined"]["mean_violation_rate_change"] < -0.3
     assert mean["combined"]["mean_violation_rate_change"] < mean["observed"]["mean_violation_rate_change"]
-    for s, ch in out["per_seed"].items():
+    for s, ch in per_seed.items():
         assert ch["combined"]["mean_violation_rate_change"] < ch["queue@32"]["mean_violation_rate_change"], (s, ch)
 
 
-def _tuner_experiment(history: tuple[int, ...]) -> Any:
+def _tuner_experiment(size: str, history: tuple[int, ...]) -> Any:
     from autoslo.reproduce_tuner import experiment, reproduction_settings
     from autoslo.tuner import TunerSettings
 
-    if FULL:
+    if size == "full":
         return experiment(seed=0, history=history, settings=reproduction_settings())
     small = TunerSettings(forecasts=3, eta=1, phi=1, space={"t_idle_s": [300.0, 600.0]})
     return experiment(seed=2, queries_per_day=1500, target_days=[8], kappas=[2.0], history=history, settings=small)
 
 
-def test_table5_tuner(record: Callable[[dict[str, Any]], None]) -> None:
-    """Structure only: the goal (−44.6 % violations with 1 day of history) is not met here; see
-    docs/tuner.md."""
+@pytest.mark.parametrize("size", SIZES)
+def test_table5_tuner(size: str, record: Callable[[dict[str, Any]], None]) -> None:
+    """The goal (−44.6 % violations with 1 day of history) is not met (docs/tuner.md); what is
+    asserted is the structure, and that history never makes the tuned plans worse on average."""
     from autoslo.reproduce_tuner import reproduce_tuner
 
-    t5 = reproduce_tuner(_tuner_experiment((0, 1, 7, 30) if FULL else (0, 1, 7)))
+    t5 = reproduce_tuner(_tuner_experiment(size, {"tiny": (0, 1), "small": (0, 1, 7), "full": (0, 1, 7, 30)}[size]))
     record({"mean_change_vs_no_past_data": t5["mean_change_vs_no_past_data"], "goal": t5["goal"]})
     rows = t5["rows"]
     none = [r for r in rows if r["history_days"] == 0]
@@ -118,6 +131,7 @@ def test_table5_tuner(record: Callable[[dict[str, Any]], None]) -> None:
     one = [r for r in rows if r["history_days"] == 1]
     assert all(r["tuning"]["forecast_policy"] == "previous-day" and r["tuning"]["simulations"] > 0 for r in one)
     assert all(r["queries"] > 0 for r in rows)
+    assert t5["mean_change_vs_no_past_data"][1]["mean_violation_rate_change"] <= 0.0
     assert {g["tenant"] for g in one[0]["per_tenant_class"]} == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
     assert set(t5["mean_change_vs_no_past_data"][1]["per_tenant"]) == {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
     # The floor of SLOs out of reach, per scenario, on the sizes the configurations may use.
@@ -167,11 +181,12 @@ def test_change_above_floor_counts_only_reachable_violations() -> None:
     assert change_above_floor(0.04, 0.03, 0.04) is None
 
 
-def test_figure6_end_to_end(record: Callable[[dict[str, Any]], None], tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_figure6_end_to_end(size: str, record: Callable[[dict[str, Any]], None], tmp_path: Path) -> None:
     from autoslo.reproduce_tuner import reproduce_end_to_end
 
     fig = tmp_path / "fig6.png"
-    f6 = reproduce_end_to_end(_tuner_experiment((30,) if FULL else (7,)), plot=fig)
+    f6 = reproduce_end_to_end(_tuner_experiment(size, (30,) if size == "full" else (7,)), plot=fig)
     record({"rows": [{k: r[k] for k in ("scenario", "method", "violation_rate", "cost")} for r in f6["rows"]]})
     methods = [r["method"] for r in f6["rows"]]
     assert methods[0] == "AutoSLO" and {"1 x 64 RPU", "2 x 32 RPU, round robin", "RAIS-like balanced", "RAIS-like high performance", "Snowflake standard", "Snowflake economy"} <= set(methods)
@@ -179,13 +194,18 @@ def test_figure6_end_to_end(record: Callable[[dict[str, Any]], None], tmp_path: 
     for p in f6["per_scenario"]:
         inf = p["slo_infeasible"]
         assert inf["sizes"] == [16, 32] and 0.0 <= inf["share_on_64_rpu"] <= inf["share"] < 1.0, p
-    if FULL:
+    for scen in {r["scenario"] for r in f6["rows"]}:
+        by = {r["method"]: r for r in f6["rows"] if r["scenario"] == scen}
         # docs/tuner.md: AutoSLO is the cheapest configuration within reach of τ; the fixed large
-        # configurations cost more, and the load-driven policies run more violations.
-        for scen in {r["scenario"] for r in f6["rows"]}:
-            by = {r["method"]: r for r in f6["rows"] if r["scenario"] == scen}
-            assert by["AutoSLO"]["cost"] < by["1 x 64 RPU"]["cost"] and by["AutoSLO"]["cost"] < by["2 x 32 RPU, round robin"]["cost"], scen
+        # configurations cost more.
+        assert by["AutoSLO"]["cost"] < by["1 x 64 RPU"]["cost"] and by["AutoSLO"]["cost"] < by["2 x 32 RPU, round robin"]["cost"], scen
+        if size == "full":
+            # And the load-driven policies run more violations.
             assert by["AutoSLO"]["violation_rate"] < by["RAIS-like balanced"]["violation_rate"], scen
+        else:
+            # Within τ = 0.1, and cheaper than every policy of today that is within it too.
+            assert by["AutoSLO"]["violation_rate"] <= 0.1, by["AutoSLO"]
+            assert all(by["AutoSLO"]["cost"] < r["cost"] for m, r in by.items() if m != "AutoSLO" and r["violation_rate"] <= 0.1), scen
 
 
 def test_canopy_fixture(record: Callable[[dict[str, Any]], None]) -> None:
@@ -198,7 +218,8 @@ def test_canopy_fixture(record: Callable[[dict[str, Any]], None]) -> None:
     assert abs(r["cost_per_day"] - 1449.33) < 0.01
 
 
-def test_placement_fixture(record: Callable[[dict[str, Any]], None]) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_placement_fixture(size: str, record: Callable[[dict[str, Any]], None]) -> None:
     r = json.loads(_core.mercury_report(0))
     numbers: dict[str, Any] = {
         "peak_cpu_ms_per_s": {"count_balanced": r["count_balanced"]["peak_cpu_ms_per_s"], "work_aware": r["work_aware"]["peak_cpu_ms_per_s"]},
@@ -209,7 +230,7 @@ def test_placement_fixture(record: Callable[[dict[str, Any]], None]) -> None:
     assert abs(r["remap_modulo_10_to_11"] - 10 / 11) < 0.01 and abs(r["remap_ring_10_to_11"] - 1 / 11) < 0.01
     slow = {run["policy"]: run for run in r["slow"]}
     assert len(slow) >= 2
-    if FULL:
+    if size == "full":
         from autoslo.reproduce_placement import emulated_slowdown
 
         e = emulated_slowdown(seed=3)
@@ -220,6 +241,7 @@ def test_placement_fixture(record: Callable[[dict[str, Any]], None]) -> None:
     record(numbers)
 
 
+@pytest.mark.reproduce
 def test_reproduce_all_writes_every_table_and_figure(tmp_path: Path) -> None:
     results = reproduce_all(tmp_path, seeds=[0, 1, 2, 3, 4] if FULL else [0])
     assert set(results) == set(ALL_TABLES)

@@ -115,8 +115,9 @@ def test_simulator_replays_with_predicted_completions(model: predictor.Predictor
     emu = autoslo.emulate(wl, [16, 16], routing="autoslo", predictor=model, seed=5)
     assert sim.queries == emu.queries == wl.num_rows
     assert sim.cost > 0 and 0 <= sim.violation_rate <= 1
-    # The simulator is a model of the emulator: its cost lands in the same range.
-    assert 0.5 < sim.cost / emu.cost < 2.0
+    # The simulator is a model of the emulator: its cost is within 20 % of the emulator's (0.86
+    # on this workload when this was written).
+    assert 0.8 < sim.cost / emu.cost < 1.2
 
 
 def test_slo_headroom_and_arrival_correction_change_decisions(model: predictor.Predictor) -> None:

@@ -619,7 +619,7 @@ def test_class_latency_scale_is_each_class_s_geometric_mean_latency_over_predict
     assert set(scale) == {c for c in set(cls.tolist()) if (cls == c).sum() >= 30}
     for c, v in scale.items():
         assert v == pytest.approx(float(np.exp(resid[cls == c].mean())), rel=1e-6)
-        assert 0.5 < v < 2.0, (c, v)  # the bundled model is near the emulator on every class
+        assert 0.85 < v < 1.2, (c, v)  # the bundled model is within 20 % of the emulator on every class (0.97-1.11 when written)
     # Classes with too few scored queries are left out.
     fewest = min((cls == c).sum() for c in scale)
     assert set(T.class_latency_scale(run.trace, p, min_queries=int(fewest) + 1)) < set(scale)
