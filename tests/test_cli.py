@@ -321,3 +321,21 @@ def test_emulate_names_sizes_beyond_the_real_measurements(capsys: pytest.Capture
     assert "note: 64 RPU is beyond the real measurements (4, 8, 16, 32 RPU): the emulator extrapolates there" in capsys.readouterr().out
     assert main(["emulate", "--workload-file", str(wl), "--clusters", "8,32", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sizes_beyond_measurements"] == []
+
+
+def test_serve_plans_hand_over_to_the_next_days_plan_at_utc_midnight(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`autoslo serve --plans`: each tick asks whether a UTC day ended; at the first tick past
+    midnight it hands over to the new day's published plan, its day begun at midnight on the
+    service's clock; with no plan published for the new day, the plan in force stays."""
+    import datetime as dt
+
+    from autoslo.live_cli import _new_day
+
+    utc = dt.timezone.utc
+    (tmp_path / "2024-05-02.yaml").write_text("initial_clusters: [8]\n")
+    day = dt.date(2024, 5, 1)
+    assert _new_day(str(tmp_path), day, dt.datetime(2024, 5, 1, 23, 59, 59, 900_000, tzinfo=utc), 5000.0) is None
+    turn = _new_day(str(tmp_path), day, dt.datetime(2024, 5, 2, 0, 0, 0, 250_000, tzinfo=utc), 5000.0)
+    assert turn == (dt.date(2024, 5, 2), 4999.75, tmp_path / "2024-05-02.yaml")
+    # A tick late by minutes still starts the day at midnight; no plan for the 3rd: None, kept.
+    assert _new_day(str(tmp_path), dt.date(2024, 5, 2), dt.datetime(2024, 5, 3, 0, 3, 0, tzinfo=utc), 100.0) == (dt.date(2024, 5, 3), -80.0, None)

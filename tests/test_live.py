@@ -43,6 +43,19 @@ def tpcds(tmp_path_factory: pytest.TempPathFactory) -> LocalData:
     return prepare_tpcds(tmp_path_factory.mktemp("tpcds") / "sf0.01", scale=0.01)
 
 
+def _until(ok: Callable[[], bool], within_s: float = 30.0) -> bool:
+    """Wait for observable state: poll ``ok`` until it holds (``within_s`` guards a hang)."""
+    deadline = time.monotonic() + within_s
+    while not ok() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return ok()
+
+
+def _deleting(ep: LocalEndpoint) -> bool:
+    """Every workgroup the endpoint has is being deleted (or none is left)."""
+    return all(w[1] == "DELETING" for w in ep.workgroups())
+
+
 def _workload(tpcds: LocalData, n: int) -> pa.Table:
     """The first ``n`` queries of a BaseWorkload whose templates ran on the local database."""
     return runnable(base_workload(0.5, seed=3, kappa=4), tpcds).slice(0, n)
@@ -105,8 +118,7 @@ def test_a_live_run_on_two_local_clusters_with_a_forced_scale_up(tpcds: LocalDat
     cfg = ExecutionConfig({"initial_clusters": [8, 8], "scheduled_spinups": [{"at_s": 0.1 * horizon, "size": 16}], "autoscaler": None, "routing": "round-robin"})
     with LocalEndpoint(time_factor=0.005, template=str(tpcds.template)) as ep:
         r = live(wl, config=cfg, sql=tpcds, endpoint=ep.url, time_scale=scale, tick_s=0.05 * scale, spinup_s=0.5 * scale, name_prefix="up")
-        time.sleep(0.3)
-        assert all(w[1] == "DELETING" for w in ep.workgroups()), "the run deletes its workgroups"
+        assert _until(lambda: _deleting(ep)), "the run deletes its workgroups"
     t = r.trace
     assert t["query_id"].to_pylist() == wl["query_id"].to_pylist(), "one row per query, in order"
     assert set(t["outcome"].to_pylist()) == {"completed"}, t.filter(pc.not_equal(t["outcome"], "completed")).to_pylist()[:3]
@@ -295,8 +307,7 @@ def test_sigterm_stops_autoslo_live_cleanly_and_deletes_its_workgroups(tpcds: Lo
         assert proc.returncode == 130, err
         summary = json.loads(out)
         assert summary["interrupted"] and summary["cancelled"] > 0 and summary["queries"] == 200, summary
-        time.sleep(0.3)
-        assert ep.workgroups() == [] or all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
+        assert _until(lambda: _deleting(ep)), ep.workgroups()
 
 
 def test_a_supervisor_s_own_exception_stops_a_live_run_after_it_deleted_its_workgroups(tpcds: LocalData) -> None:
@@ -319,8 +330,7 @@ def test_a_supervisor_s_own_exception_stops_a_live_run_after_it_deleted_its_work
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-        time.sleep(0.3)
-        assert ep.workgroups() == [] or all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
+        assert _until(lambda: _deleting(ep)), ep.workgroups()
 
 
 def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups() -> None:
@@ -353,8 +363,7 @@ def test_serve_tells_a_client_where_each_query_runs_and_deletes_its_workgroups()
             assert svc.route(10, 3, 1, tenant="acme", workload_class="dashboard")["cluster_id"] == 0
             svc.complete(10)
             svc.route(12, 5, 2, 90.0)  # still running at the stop: cancelled
-        time.sleep(0.3)
-        assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
+        assert _until(lambda: _deleting(ep)), ep.workgroups()
         with pytest.raises(_core.AutoSloCoreError, match="stopped"):
             svc.route(11, 3, 1, 5.0)
     # What it served: every routed query once, with its SLO, cluster and outcome, per tenant × class.
@@ -458,7 +467,8 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
                 metrics = r.read().decode()
             assert 'autoslo_queries_ended_total{tenant="acme",class="dashboard",outcome="met"} 1.0' in metrics, metrics
             assert 'autoslo_clusters{state="available"} 2.0' in metrics and "# TYPE autoslo_billed_dollars_total counter" in metrics and 'autoslo_attributed_dollars_total{tenant="acme",class="dashboard"}' in metrics
-            time.sleep(1.5)  # a log part is written every 0.5 s
+            # A log part is written every 0.5 s: wait for the first.
+            assert _until(lambda: any(p.name.startswith("served-") for p in (tmp_path / "log").iterdir()))
             parts = [p for p in (tmp_path / "log").iterdir() if not p.name.startswith(".")]  # .lock, .journal/
             assert parts and all(p.name.startswith("served-") and p.suffix == ".parquet" for p in parts), parts
             # One kept-alive connection, as a gateway keeps it: a refused request leaves it usable.
@@ -481,8 +491,7 @@ def test_autoslo_serve_answers_on_http_and_sigterm_deletes_its_workgroups(tmp_pa
         from autoslo.airflow import ingest
 
         assert ingest(tmp_path / "res", tmp_path / "log", day)["queries_stored"] == sum(a.date() == day for a in log["arrival"].to_pylist())
-        time.sleep(0.3)
-        assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()  # deleting, or gone
+        assert _until(lambda: _deleting(ep)), ep.workgroups()  # deleting, or gone
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
@@ -710,8 +719,7 @@ def test_autoslo_serve_follows_the_published_plans_without_dropping_a_workgroup(
                 time.sleep(0.05)
             assert [(c["workgroup"], c["state"]) for c in clusters(url)] == [("day-0", "available"), ("day-1", "available")]
         assert [e["event"] for e in served.end["events"]].count("plan") == 1
-        time.sleep(0.3)
-        assert all(w[1] == "DELETING" for w in ep.workgroups()), ep.workgroups()
+        assert _until(lambda: _deleting(ep)), ep.workgroups()
 
 
 def _check_shape(shape: Any, value: Any, path: str) -> None:

@@ -145,6 +145,15 @@ def _plan_of_day(plans: str, day: dt.date) -> Path | None:
     return p if p.is_file() else None
 
 
+def _new_day(plans: str, day: dt.date, wall: dt.datetime, service_now: float) -> tuple[dt.date, float, Path | None] | None:
+    """What ``autoslo serve --plans`` does at a tick: ``None`` while ``wall`` (UTC) is still in
+    ``day``; past midnight, the new day, the time its day began on the service's clock, and its
+    published plan (``None`` if there is none: the plan in force stays)."""
+    if wall.date() == day:
+        return None
+    return wall.date(), service_now - _since_midnight(wall), _plan_of_day(plans, wall.date())
+
+
 def _tenant_budget(text: str) -> tuple[str, float]:
     """``TENANT=DOLLARS`` → (tenant, dollars ≥ 0)."""
     tenant, sep, dollars = text.partition("=")
@@ -265,10 +274,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 if time.monotonic() - last >= args.log_every:
                     write_part()
                     last = time.monotonic()
-                wall = dt.datetime.now(dt.timezone.utc)
-                if args.plans and wall.date() != day:
-                    day, day_zero = wall.date(), svc.now() - _since_midnight(wall)
-                    hand_over(_plan_of_day(args.plans, day), "a new day", day_zero)
+                if args.plans and (turn := _new_day(args.plans, day, dt.datetime.now(dt.timezone.utc), svc.now())) is not None:
+                    day, day_zero, plan = turn
+                    hand_over(plan, "a new day", day_zero)
                 if reload.is_set():
                     reload.clear()
                     hand_over(_plan_of_day(args.plans, day) or Path(args.plans) / "current.yaml" if args.plans else Path(args.config), "SIGHUP", day_zero)

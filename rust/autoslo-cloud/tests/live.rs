@@ -91,9 +91,13 @@ fn a_live_run_scales_up_and_every_query_runs_as_sql() {
     let billed: i64 = c.iter().map(|x| x.cost_micro_usd()).sum();
     assert!(billed > 0);
     assert_eq!(run.trace.rows.iter().map(|r| r.cost_micro_usd).sum::<i64>(), billed, "attributed cost sums to the bill");
-    // Deleted at the end.
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(ep.workgroups().iter().all(|w| w.1 == "DELETING") || ep.workgroups().is_empty(), "{:?}", ep.workgroups());
+    // Deleted at the end: wait for the endpoint to say so (a hang guard of 30 s, not a pause).
+    let gone = |ep: &LocalEndpoint| ep.workgroups().iter().all(|w| w.1 == "DELETING");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !gone(&ep) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(gone(&ep), "{:?}", ep.workgroups());
 }
 
 #[test]
