@@ -17,6 +17,9 @@ from collections.abc import Iterator
 
 import pytest
 
+# tests/test_tiers.py runs small pytest sessions to check these rules.
+pytest_plugins = ["pytester"]
+
 STRICT_SKIPS = os.environ.get("AUTOSLO_STRICT_SKIPS", "") not in ("", "0")
 
 
