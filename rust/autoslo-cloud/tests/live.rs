@@ -196,14 +196,20 @@ fn after_a_cluster_is_lost_the_autoscaler_replaces_it() {
     // Snowflake standard, at most two clusters: nothing starts while both are up; once one is
     // lost, the load on the other (more than 2 running) starts a replacement.
     let scaler = Box::new(SnowflakeScaler::new(Policy::Standard, Some(8), 1, 2, 2).unwrap());
-    let w = workload(60, 0.05);
+    // A 3 s burst (the loss and the replacement's start fall in it), then 12 s more of arrivals,
+    // so that the replacement's server, which takes seconds on a loaded machine, is up while
+    // queries still arrive.
+    let w = burst_then_trickle(60, 0.05, 48, 0.25);
+    let n = w.len();
     let run = run_live(manager(&ep), &w, &sql(0.3), Box::new(RoundRobin::default()), scaler, &[8, 8], settings("rec"), Arc::new(BatchControl::new())).unwrap();
     killer.join().unwrap();
-    one_row_each(&run, 60);
+    one_row_each(&run, n);
     assert!(run.trace.rows.iter().all(|r| r.outcome == Outcome::Completed), "{:?}", run.errors);
     let failed_at = run.events.iter().find(|e| e.kind == "failed").map(|e| e.time).expect("cluster 0 lost");
     let spinup = run.events.iter().find(|e| e.kind == "spinup").expect("a replacement");
     assert!(spinup.time >= failed_at && spinup.cluster == Some(2), "{:?}", run.events);
+    let (ready, last) = (run.trace.clusters[2].ready_at, w.queries().last().unwrap().arrival);
+    assert!(ready < last - 2.0, "the replacement came up at {ready:.2} s, too near the last arrival ({last:.2} s) to show it takes queries");
     assert!(run.trace.rows.iter().any(|r| r.cluster == Some(2)), "the replacement took queries");
 }
 
