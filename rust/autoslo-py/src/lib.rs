@@ -242,7 +242,10 @@ fn emulate(
         degradations: degradations.unwrap_or_default().into_iter().map(|(cluster, factor, from_s, until_s)| emulator::Degradation { cluster, factor, from_s, until_s }).collect(),
         ..Default::default()
     };
-    let opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() };
+    let mut opts = router::RouterOptions { billing: cfg.billing, seed, slo_headroom, ..Default::default() };
+    if let Some(c) = config {
+        opts = autoslo_core::tuner::ExecutionConfig::from_json(c).map_err(err)?.router_options(opts);
+    }
     let mut router = router::router_by_name(routing, predictor.as_ref().map(|p| &p.get().inner), opts).map_err(err)?;
     if let Some((tenants, classes, reserved, borrow_idle)) = reservation {
         router = Box::new(tenancy::ReservedRouter::new(router, reservation_of(&w, &tenants, classes.as_deref(), &reserved, clusters.len(), borrow_idle)?));

@@ -13,8 +13,11 @@
 //! Routing and scaling come through the control-plane interface ([`Router`], [`Scaler`]), the same
 //! one the Query Router and Autoscaler use. Same inputs and seed → identical trace.
 
+mod bound;
 mod interference;
 mod lifecycle;
+
+pub use bound::{Cut, CutReason, RunBound};
 
 pub use interference::{memory_demand, super_linearity, InterferenceModel, InterferenceParams, INTERFERENCE_HEADER, NUM_PARAMS};
 pub use lifecycle::{measured_cycles, Lifecycle};
@@ -609,11 +612,44 @@ pub fn emulate_admitted(
     initial_clusters: &[u32],
     router: &mut dyn Router,
     scaler: &mut dyn Scaler,
-    mut admission: Option<&mut dyn Admission>,
-    mut queue: Option<&mut AdmissionQueue>,
+    admission: Option<&mut dyn Admission>,
+    queue: Option<&mut AdmissionQueue>,
     cfg: &EmulatorConfig,
     progress: Progress<'_>,
 ) -> Result<Trace> {
+    match run(workload, initial_clusters, router, scaler, admission, queue, cfg, None, progress)? {
+        Bounded::Finished(trace) => Ok(trace),
+        Bounded::Cut(_) => unreachable!("a run without a bound is never cut"),
+    }
+}
+
+/// The end of a run under a [`RunBound`].
+#[derive(Debug)]
+pub enum Bounded {
+    /// It ran to the end.
+    Finished(Trace),
+    /// The bound stopped it.
+    Cut(Cut),
+}
+
+/// [`emulate_with_progress`] under `bound`: the run stops as soon as it cannot meet the bound's
+/// violation limits or is dearer than its cost (checked at every arrival).
+pub fn emulate_bounded(workload: &Workload, initial_clusters: &[u32], router: &mut dyn Router, scaler: &mut dyn Scaler, cfg: &EmulatorConfig, bound: &RunBound<'_>, progress: Progress<'_>) -> Result<Bounded> {
+    run(workload, initial_clusters, router, scaler, None, None, cfg, Some(bound), progress)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    workload: &Workload,
+    initial_clusters: &[u32],
+    router: &mut dyn Router,
+    scaler: &mut dyn Scaler,
+    mut admission: Option<&mut dyn Admission>,
+    mut queue: Option<&mut AdmissionQueue>,
+    cfg: &EmulatorConfig,
+    bound: Option<&RunBound<'_>>,
+    progress: Progress<'_>,
+) -> Result<Bounded> {
     cfg.validate()?;
     scaler.check(&*router)?;
     if initial_clusters.is_empty() && scaler.tick_interval().is_none() {
@@ -643,6 +679,7 @@ pub fn emulate_admitted(
     let mut infos: Vec<ClusterInfo> = Vec::new();
     let mut next_tick = scaler.tick_interval().map(|d| d.max(1e-3));
     let mut now = 0.0f64;
+    let mut tracker = bound.map(|b| bound::BoundTracker::new(b, workload));
     loop {
         let t_arrival = run.arrival.get(next_q).copied().unwrap_or(f64::INFINITY);
         let (c_min, t_cluster) = run
@@ -673,6 +710,12 @@ pub fn emulate_admitted(
         }
         now = now.max(t);
         if t_cluster <= t_arrival && t_cluster <= t_tick {
+            // Between arrivals (a backlog draining), the bound is checked every minute or so.
+            if let Some(tr) = tracker.as_mut().filter(|tr| tr.due(now)) {
+                if let Some(cut) = tr.check(now, workload, &run.rows, run.sims.iter().map(|s| (s.info.size, &s.timer)), &cfg.billing, next_q) {
+                    return Ok(Bounded::Cut(cut));
+                }
+            }
             run.process(c_min, now)?;
             run.dispatch(now, router, scaler, &mut infos)?;
             if let Some(q) = queue.as_mut() {
@@ -689,6 +732,13 @@ pub fn emulate_admitted(
         } else {
             let qi = next_q;
             next_q += 1;
+            if let Some(tr) = tracker.as_mut() {
+                let bills = run.sims.iter().map(|s| (s.info.size, &s.timer));
+                if let Some(cut) = tr.check(now, workload, &run.rows, bills, &cfg.billing, qi) {
+                    return Ok(Bounded::Cut(cut));
+                }
+                tr.arrived(workload, qi);
+            }
             let q = &workload.queries()[qi];
             let ev = Event::Arrival { query: q };
             router.observe(now, &ev);
@@ -718,7 +768,7 @@ pub fn emulate_admitted(
     if !progress(n, n) {
         return Err(AutoSloError::Interrupted);
     }
-    finish_trace(run, now)
+    finish_trace(run, now).map(Bounded::Finished)
 }
 
 /// Route query `qi` now, and tell the scaler. With an admission queue (`slots`), only among the

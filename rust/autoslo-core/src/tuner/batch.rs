@@ -264,7 +264,7 @@ pub fn simulate_config_with_progress(predictor: &Predictor, config: &ExecutionCo
         }
         None => workload,
     };
-    let mut router = router_by_name(&config.routing, Some(predictor), settings.router)?;
+    let mut router = router_by_name(&config.routing, Some(predictor), config.router_options(settings.router))?;
     let mut scaler = config.scaler(settings.sim.spinup_s)?;
     let trace = simulate_with_progress(predictor, workload, &config.initial_clusters, router.as_mut(), scaler.as_mut(), settings.sim.clone(), progress)?;
     let qs = workload.queries();

@@ -10,7 +10,7 @@ use crate::autoscaler::{scaler_by_name, AutoscalerParams, ScalerOptions, SCALING
 use crate::cluster::{check_base_capacity, check_sizes};
 use crate::control::{Action, PlannedScaler, ScheduledAction, ScheduledScaler, Scaler};
 use crate::error::{AutoSloError, Result};
-use crate::router::ROUTING_POLICIES;
+use crate::router::{RouterOptions, ROUTING_POLICIES};
 use crate::tenancy::SloPolicy;
 
 /// Format version written into every configuration.
@@ -136,6 +136,10 @@ pub struct ExecutionConfig {
     /// The routing policy.
     #[serde(default = "routing")]
     pub routing: String,
+    /// The `autoslo` router's SLO headroom ([`RouterOptions::slo_headroom`]); unset: the run's
+    /// (by default [`crate::router::DEFAULT_SLO_HEADROOM`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_headroom: Option<f64>,
     /// Deadlines per (tenant tier, class), overridable per template (`None`: the workload's SLOs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo_policy: Option<SloPolicy>,
@@ -156,7 +160,7 @@ fn some_default_knobs() -> Option<AutoscalerKnobs> {
 impl ExecutionConfig {
     /// `initial` clusters, no schedule, the default `autoslo` Autoscaler.
     pub fn new(initial: Vec<u32>) -> Self {
-        Self { version: CONFIG_VERSION, initial_clusters: initial, scheduled_spinups: Vec::new(), autoscaler: some_default_knobs(), routing: routing(), slo_policy: None, provenance: None }
+        Self { version: CONFIG_VERSION, initial_clusters: initial, scheduled_spinups: Vec::new(), autoscaler: some_default_knobs(), routing: routing(), slo_headroom: None, slo_policy: None, provenance: None }
     }
 
     /// Parse and validate a configuration from JSON (the Python side converts YAML to this).
@@ -184,6 +188,9 @@ impl ExecutionConfig {
         self.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         if !ROUTING_POLICIES.contains(&self.routing.as_str()) {
             return Err(AutoSloError::UnknownPolicy { name: self.routing.clone(), known: ROUTING_POLICIES.join(", ") });
+        }
+        if let Some(h) = self.slo_headroom {
+            RouterOptions { slo_headroom: h, ..RouterOptions::default() }.validated()?;
         }
         if let Some(k) = &self.autoscaler {
             if !SCALING_POLICIES.contains(&k.policy.as_str()) {
@@ -229,6 +236,12 @@ impl ExecutionConfig {
         placed.scheduled_spinups = missing.iter().map(|&size| ScheduledSpinup { at_s: at, size }).chain(later.iter().map(|s| ScheduledSpinup { at_s: day_start + s.at_s, size: s.size })).collect();
         placed.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         (placed, missing)
+    }
+
+    /// The router options of a run of this configuration: `run`'s, with the configuration's SLO
+    /// headroom if it sets one.
+    pub fn router_options(&self, run: RouterOptions) -> RouterOptions {
+        RouterOptions { slo_headroom: self.slo_headroom.unwrap_or(run.slo_headroom), ..run }
     }
 
     /// The scaler that carries the configuration out: the Autoscaler (if any) beside the schedule.

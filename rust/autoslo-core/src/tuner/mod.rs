@@ -11,11 +11,13 @@ pub mod batch;
 pub mod config;
 pub mod config_tuner;
 pub mod forecaster;
+pub mod hindsight;
 pub mod scheduler;
 
 pub use batch::{agg_perf, simulate_batch, simulate_config, simulate_pairs, tenant_violation_rates, Aggregate, Batch, BatchBackend, BatchControl, BatchSettings, LoggedQuery, RayonBackend, SimOutcome, TargetScope, TenantOutcome};
 pub use config::{AutoscalerKnobs, ExecutionConfig, Provenance, ScheduledSpinup};
 pub use config_tuner::{tune_config, ConfigTuneResult, ConfigTunerParams, SearchSpace, Strategy, DEFAULT_TAU_TRIGGER, DEFAULT_T_IDLE_S};
+pub use hindsight::{emulate_plan, evaluate_plans, hindsight, HindsightParams, HindsightResult, HindsightSpace, PlanBackend, PlanBatch, PlanEnv, PlanOutcome, RayonPlans, Target, DEFAULT_HINDSIGHT_PLANS};
 pub use forecaster::{forecast, weekday, ArrivalModel, ArrivalRow, CountRow, Date, ForecastPolicy, ForecastSettings, Forecasts, History};
 pub use scheduler::{find_good_spinup_time, schedule_spinups, ScheduleResult, SchedulerParams, SpinupTimeParams};
 
