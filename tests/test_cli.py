@@ -17,7 +17,7 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, check=check)
 
 
-@pytest.mark.parametrize("sub", ["emulate", "workload", "calibrate", "catalog", "demo", "tune", "reservoir"])
+@pytest.mark.parametrize("sub", ["emulate", "workload", "calibrate", "catalog", "demo", "tune", "reservoir", "hindsight"])
 def test_every_subcommand_has_help(sub: str) -> None:
     out = run(sub, "--help").stdout
     assert "usage: autoslo " + sub in out
@@ -211,11 +211,12 @@ def test_calibrate_refuses_the_fit_seed_stream() -> None:
 
 def test_demo_tells_the_whole_story(tmp_path) -> None:  # type: ignore[no-untyped-def]
     fig = tmp_path / "demo.png"
-    out = run("demo", "--queries-per-day", "2000", "--plot", str(fig)).stdout
+    out = run("demo", "--queries-per-day", "2000", "--hindsight-plans", "16", "--plot", str(fig)).stdout
     assert "Planned from 8 days of history" in out and "AutoSLO, tuned on the week" in out
     assert "Snowflake standard" in out and "RAIS-like balanced" in out and "per tenant x class" in out
     assert fig.stat().st_size > 10_000
     assert "meet τ = 0.1, cheapest first: " in out and "AutoSLO, tuned on the week" in out.split("meet τ")[1]
+    assert "best plan in hindsight" in out and "has a regret of" in out
 
 
 def test_the_demo_verdict_names_the_cheapest_policy_of_today_that_meets_tau() -> None:

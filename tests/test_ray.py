@@ -137,3 +137,17 @@ def test_backend_names_and_settings_are_checked() -> None:
         backend_for("dask")
     with pytest.raises(ValueError, match="chunk_size must be ≥ 1"):
         RayBackend(chunk_size=0)
+
+
+@pytest.mark.scaleout
+def test_the_hindsight_search_on_ray_finds_the_rayon_plan() -> None:
+    from autoslo.hindsight import best_plan_in_hindsight
+
+    day = autoslo.base_workload(0.2, seed=4, kappa=4)
+    given = [T.ExecutionConfig({"initial_clusters": [16]})]
+    local = best_plan_in_hindsight(day, given=given, plans=24, seed=4, progress=False)
+    backend = RayBackend(chunk_size=5)
+    remote = best_plan_in_hindsight(day, given=given, plans=24, seed=4, backend=backend, progress=False)
+    assert remote.plans == local.plans
+    assert remote.best == local.best and remote.cost == local.cost and remote.violation_rate == local.violation_rate
+    assert backend.tasks_submitted >= 5  # the given plan alone, then the rest in chunks of 5

@@ -569,6 +569,52 @@ def simulate_pairs(
     ``jobs``), ``queries``, ``violations``, ``cost``, ``clusters``, and with ``keep_logs`` the list
     columns ``arrival``, ``end``, ``violated``."""
 
+DEFAULT_HINDSIGHT_PLANS: int
+
+def hindsight(
+    workload: pa.Table,
+    predictor: Predictor,
+    given: Sequence[str] = ...,
+    tau: float = 0.1,
+    tau_scope: str = "fleet",
+    plans: int = ...,
+    refine: float = ...,
+    search_seed: int = 0,
+    space: str | None = None,
+    seed: int = 0,
+    lifecycle: str = "fixed",
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    timeout_s: float | None = ...,
+    backend: object | None = None,
+    progress: Callable[[int, int], bool | None] | None = None,
+) -> str:
+    """The best plan in hindsight for the day ``workload`` (see :mod:`autoslo.hindsight`): the
+    search's result as JSON (``plans``, ``outcomes``, ``best``, ``origin``). ``given`` are plans
+    (JSON) emulated first; ``space`` a hindsight space (JSON, :func:`hindsight_space`'s keys);
+    ``backend`` ``None`` (rayon) or an object with :class:`autoslo.ray_backend.RayBackend`'s
+    protocol (``put_predictor``, ``get_workload``, ``put_workload``, ``submit_plans``)."""
+
+def evaluate_plans(
+    workload: pa.Table,
+    plans: Sequence[tuple[int, str]],
+    predictor: Predictor,
+    tau: float,
+    tau_scope: str = "fleet",
+    incumbent: float = ...,
+    seed: int = 0,
+    lifecycle: str = "fixed",
+    spinup_s: float = 300.0,
+    teardown_s: float = 200.0,
+    timeout_s: float | None = ...,
+    threads: int | None = None,
+) -> str:
+    """Emulate ``plans`` ((index, JSON) pairs) on the day under a hindsight search's bound (a remote
+    worker's share of the search): their outcomes as JSON."""
+
+def hindsight_space() -> str:
+    """The default hindsight space (JSON): the values of every knob a search draws from."""
+
 def find_good_spinup_time(
     logs: Sequence[tuple[Sequence[float], Sequence[float], Sequence[bool]]], tau_target: float = 0.1, k: int = 1, spinup_s: float = 300.0, sigma_min_s: float = 1800.0
 ) -> list[float]:

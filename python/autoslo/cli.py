@@ -17,6 +17,7 @@ from autoslo.autoscaler import SELECTOR_POLICIES, SNOWFLAKE_POLICIES, TRIGGERED_
 from autoslo.emulation import calibrate, emulate
 from autoslo.bundled import load, model_option
 from autoslo.demo import run_demo
+from autoslo.hindsight_cli import register as register_hindsight
 from autoslo.predictor.cli import register as register_predictor
 from autoslo.reproduce import ROUTER_POLICIES, SPINUP_SIZE_METHODS, TRIGGER_METHODS, reproduce_all, reproduce_router, reproduce_spinup_size, reproduce_trigger
 from autoslo.tables import fmt_table
@@ -254,7 +255,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(queries_per_day=args.queries_per_day, seed=args.seed, kappa=args.kappa, as_json=args.json, plot=None if args.no_plot else args.plot)
+    return run_demo(queries_per_day=args.queries_per_day, seed=args.seed, kappa=args.kappa, as_json=args.json, plot=None if args.no_plot else args.plot, hindsight_plans=args.hindsight_plans)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,10 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print rows as JSON")
     p.add_argument("--plot", default="autoslo-demo.png", metavar="PNG", help="where to save the cost-vs-violations figure (default autoslo-demo.png)")
     p.add_argument("--no-plot", dest="no_plot", action="store_true", help="do not save the figure")
+    p.add_argument("--hindsight-plans", dest="hindsight_plans", type=argtypes.count(0), default=100, help="plans the search for the best plan in hindsight emulates (default 100; 0: no search)")
     p.set_defaults(func=cmd_demo)
 
     register_predictor(sub)
     register_tuner(sub)
+    register_hindsight(sub, _add_workload_args, _workload)
     register_live(sub)
 
     p = sub.add_parser("reproduce", help="reproduce the paper's experiments on the emulator", description="Reproduce the paper's experiments on the emulator.")
@@ -393,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
             r.add_argument("--history", type=argtypes.count(0), nargs="+", help="days of history to compare (default 0 1 7 30; 0 = no past data)")
         else:
             r.add_argument("--plot", metavar="FIG6.png", help="save the figure")
+            r.add_argument("--hindsight-plans", dest="hindsight_plans", type=argtypes.count(0), help="plans the search for the best plan in hindsight emulates per scenario (default 200; 0: no search)")
         r.set_defaults(func=cmd_reproduce_tuner, experiment_name=name)
     r = rs.add_parser("canopy", help="the multi-tenant analytics case's fixture: capacity, memory, global vs tenant p99, fairness, daily cost")
     r.add_argument("--json", action="store_true")
@@ -519,7 +523,7 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
 
     settings = reproduction_tuner_settings(args)
     history = getattr(args, "history", None) or ((0, 1, 7, 30) if args.experiment_name == "tuner" else (30,))
-    exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings, calibrate_simulator=args.simulator_calibration)
+    exp = experiment(seed=args.seed, queries_per_day=args.queries_per_day, target_days=args.target_days, kappas=args.kappas, history=history, settings=settings, calibrate_simulator=args.simulator_calibration, hindsight_plans=getattr(args, "hindsight_plans", None))
     predictor = load(args.model) if args.model else None
     if args.experiment_name == "tuner":
         out = reproduce_tuner(exp, predictor=predictor)
@@ -552,7 +556,12 @@ def cmd_reproduce_tuner(args: argparse.Namespace) -> int:
             inf = p["slo_infeasible"]
             on = ", ".join(map(str, inf["sizes"]))
             reach = f"; {inf['share']:.1%} of the queries miss their SLO even alone on {on} RPU ({inf['share_on_64_rpu']:.1%} on 64 RPU)"
-            print(f"{p['scenario']}: AutoSLO {'meets' if p['autoslo_meets_tau'] else 'MISSES'} τ; {vs}{reach}")
+            hs = ""
+            if p.get("hindsight_cost") is not None:
+                hs = f"; best plan in hindsight ${p['hindsight_cost']:.2f} at {p['hindsight_violation_rate']:.1%}, regret {p['regret']:+.1%}"
+            print(f"{p['scenario']}: AutoSLO {'meets' if p['autoslo_meets_tau'] else 'MISSES'} τ at {p['autoslo_violation_rate']:.1%}; {vs}{hs}{reach}")
+        if out.get("mean_regret") is not None:
+            print(f"regret against the best plan in hindsight: mean {out['mean_regret']:+.1%}, max {out['max_regret']:+.1%}")
     print(f"goal met: {out['goal']['met']}")
     return 0
 

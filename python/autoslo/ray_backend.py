@@ -93,6 +93,11 @@ def _simulate_chunk(artifact: Mapping[str, Any], configs: list[str], pairs: list
     return _core.simulate_pairs(configs, list(workloads), pairs, jobs, _worker_predictor(artifact), threads=threads, **settings)
 
 
+def _evaluate_chunk(artifact: Mapping[str, Any], plans: list[tuple[int, str]], settings: Mapping[str, Any], threads: int, workload: pa.Table) -> str:
+    """One Ray task of a hindsight search: emulate ``plans`` on the day under the search's bound."""
+    return _core.evaluate_plans(workload, plans, _worker_predictor(artifact), threads=threads, **settings)
+
+
 class RayBatch:
     """A submitted SimulateBatch: its chunks' object references, collected as they finish."""
 
@@ -103,8 +108,9 @@ class RayBatch:
         self.chunk_jobs = chunk_jobs
         self.submitted_at = time.perf_counter()
 
-    def wait(self, timeout_s: float) -> list[pa.Table]:
-        """Outcome tables of the chunks finished within ``timeout_s`` (raises a failed task's error)."""
+    def wait(self, timeout_s: float) -> list[Any]:
+        """Results of the chunks finished within ``timeout_s``: outcome tables (SimulateBatch) or
+        JSON outcomes (a hindsight search). Raises a failed task's error."""
         if not self.pending:
             return []
         ready, self.pending = self._ray.wait(self.pending, num_returns=len(self.pending), timeout=timeout_s)
@@ -148,6 +154,7 @@ class RayBackend:
         self._workloads: dict[int, Any] = {}
         self._predictor: tuple[tuple[Any, ...], Any] | None = None
         self._task: Any = None
+        self._plan_task: Any = None
         #: Tasks submitted and workloads put so far, and the last batch (for reports and benches).
         self.tasks_submitted = 0
         self.workloads_put = 0
@@ -166,6 +173,7 @@ class RayBackend:
             ray.init(address=self.address, **kwargs)
         if self._task is None:
             self._task = ray.remote(_simulate_chunk).options(num_cpus=self.cpus_per_task, max_retries=self.max_retries, retry_exceptions=False)
+            self._plan_task = ray.remote(_evaluate_chunk).options(num_cpus=self.cpus_per_task, max_retries=self.max_retries, retry_exceptions=False)
         return ray
 
     def cluster_cpus(self) -> int:
@@ -217,6 +225,24 @@ class RayBackend:
             pairs = [(ci[k // nw], wi[k % nw]) for k in jobs]
             refs.append(self._task.remote(self._predictor[1], [configs[c] for c in cs], pairs, jobs, dict(settings), self.cpus_per_task, *[workloads[w] for w in ws]))
             chunk_jobs.append(len(jobs))
+        self.tasks_submitted += len(refs)
+        self.last_batch = RayBatch(ray, refs, chunk_jobs)
+        return self.last_batch
+
+    def submit_plans(self, plans: Sequence[tuple[int, str]], workload: Any, settings: Mapping[str, Any]) -> RayBatch:
+        """Submit a hindsight search's plans ((index, JSON) pairs) on one day (a workload
+        reference) as chunked tasks; each returns its outcomes as JSON. ``settings`` carry the
+        target, the incumbent's cost at submission and the emulator's settings."""
+        ray = self._ray()
+        if self._predictor is None:
+            raise _core.AutoSloCoreError("put_predictor must be called before submit_plans")
+        n = len(plans)
+        size = self.chunk_size or max(1, math.ceil(n / (4 * max(1, self.cluster_cpus() // self.cpus_per_task))))
+        refs, chunk_jobs = [], []
+        for start in range(0, n, size):
+            chunk = [tuple(p) for p in plans[start : start + size]]
+            refs.append(self._plan_task.remote(self._predictor[1], chunk, dict(settings), self.cpus_per_task, workload))
+            chunk_jobs.append(len(chunk))
         self.tasks_submitted += len(refs)
         self.last_batch = RayBatch(ray, refs, chunk_jobs)
         return self.last_batch

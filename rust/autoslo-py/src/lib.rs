@@ -3,6 +3,7 @@
 
 mod cloud;
 mod convert;
+mod hindsight;
 mod live;
 mod predictor;
 mod scaling;
@@ -681,6 +682,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tuner::simulate_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::find_good_spinup_time, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tune, m)?)?;
+    m.add_function(wrap_pyfunction!(hindsight::hindsight, m)?)?;
+    m.add_function(wrap_pyfunction!(hindsight::evaluate_plans, m)?)?;
+    m.add_function(wrap_pyfunction!(hindsight::hindsight_space, m)?)?;
+    m.add("DEFAULT_HINDSIGHT_PLANS", autoslo_core::tuner::DEFAULT_HINDSIGHT_PLANS)?;
     cloud::register(m)?;
     Ok(())
 }

@@ -23,7 +23,7 @@ use crate::{err, slo_table, workload_in, workload_out, AutoSloCoreError};
 /// signal handlers, cancelling the work when one raises (Ctrl-C) or the callback raises or returns
 /// False. A cancelled run raises the exception that stopped it (`KeyboardInterrupt` for a callback
 /// returning False).
-fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: impl FnOnce(&BatchControl) -> CoreResult<T> + Send) -> PyResult<T> {
+pub(crate) fn with_progress<T: Send>(py: Python<'_>, progress: &Option<Py<PyAny>>, work: impl FnOnce(&BatchControl) -> CoreResult<T> + Send) -> PyResult<T> {
     let control = BatchControl::new();
     let raised = crate::Raised::default();
     let out = std::thread::scope(|s| {
@@ -87,7 +87,7 @@ fn settings_dict<'py>(py: Python<'py>, s: &BatchSettings) -> PyResult<Bound<'py,
 }
 
 /// A content fingerprint of a workload (the Python backend puts each distinct workload once).
-fn fingerprint(w: &Workload) -> u64 {
+pub(crate) fn fingerprint(w: &Workload) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for q in w.queries() {
         (q.id, q.arrival.to_bits(), q.text.template, q.text.instance, w.tenant_name(q), w.class_name(q), q.slo.to_bits()).hash(&mut h);
