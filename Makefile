@@ -12,7 +12,7 @@ TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 # The PostgreSQL server programs behind the local Redshift Serverless endpoint (live mode and its tests).
 PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl))
 
-.PHONY: postgres deps build demo test test-all test-rust test-rust-live test-python test-live test-python-all test-wheel wheel reproduce bench bench-ray bench-route-idle calibrate models clean-venv
+.PHONY: postgres deps build demo test test-all test-rust test-rust-live test-python test-live test-python-all test-wheel wheel reproduce bench bench-ray bench-route-idle bench-hindsight calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,10 @@ bench-route-idle: build
 # SimulateBatch on rayon and on a local Ray cluster (20 workloads x 15k queries), and Ray's cost per task.
 bench-ray: build
 	$(PY) benches/simulate_batch_ray.py
+
+# The best plan in hindsight: 500 plans on one 20k-query day (about 5 minutes on 2 cores).
+bench-hindsight: build
+	$(PY) benches/hindsight.py
 
 calibrate: build
 	autoslo calibrate
