@@ -99,6 +99,14 @@ def test_task_functions_run_the_cycle_and_are_idempotent(world: dict[str, Path],
     f = A.record_fidelity(traces / "{ds}.parquet", tmp_path / "pub", plan, tmp_path / "staging")
     assert f["overall"]["queries"] == ran.queries and f["overall"]["observed_violation_rate"] == pytest.approx(ran.violation_rate)
     assert json.loads((tmp_path / "staging" / f"{plan}.fidelity.json").read_text()) == json.loads(json.dumps(f))
+    # The next day's tuning learns how much later the published plan ran than its estimate.
+    gap = A.latest_gap(tmp_path / "staging", tmp_path / "pub", plan + dt.timedelta(days=1))
+    assert gap is not None and gap[0].endswith(f"{plan}.fidelity.json")
+    estimate = (A.published_config(tmp_path / "pub", plan).provenance or {})["validation_violation_rate"]
+    assert gap[1] == pytest.approx(ran.violation_rate - estimate)
+    assert A.latest_gap(tmp_path / "staging", tmp_path / "pub", plan + dt.timedelta(days=1 + A.GAP_MAX_AGE_DAYS)) is None, "too old"
+    nxt = A.tune_day(reservoir, plan + dt.timedelta(days=1), tmp_path / "staging" / "n.yaml", settings=world["settings"], fidelity_dir=tmp_path / "staging", publish_dir=tmp_path / "pub")
+    assert nxt["estimate_gap"]["gap"] == pytest.approx(gap[1])
     # A plain query log, or a day no configuration was published for, is recorded as skipped.
     assert "not a trace" in A.record_fidelity(world["log"], tmp_path / "pub", plan, tmp_path / "staging")["skipped"]
     assert "no configuration was published" in A.record_fidelity(traces / "{ds}.parquet", tmp_path / "pub-none", plan, tmp_path / "staging")["skipped"]

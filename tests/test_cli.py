@@ -282,7 +282,7 @@ def test_reproduce_tuner_prints_the_floor_of_slos_out_of_reach(capsys: pytest.Ca
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "1 days of history: mean violation-rate change" in out
-    assert "2024-04-09 κ=2: " in out and "of the queries miss their SLO even alone on 16, 32 RPU" in out
+    assert "2024-04-09 κ=2: " in out and "of the queries miss their SLO even alone on 8, 16, 32 RPU" in out
 
 
 def test_ctrl_c_stops_a_long_emulation_with_no_trace(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -502,6 +502,11 @@ def validate_execution_config(text: str) -> str:
     """Parse and validate an execution configuration (JSON; unknown fields rejected); returns it
     normalised as JSON."""
 
+def learned_tau_simulated(tau: float, gap: float) -> float:
+    """``tau − gap`` kept within 0.1 τ and 2 τ: the simulated target of a tuning that knows how much
+    later (``gap``, observed − estimated violation rate) the warehouse ran a past plan than the
+    tuner estimated."""
+
 def tuner_settings(text: str) -> str:
     """Validate Policy Tuner settings (JSON) and return them with every default filled in."""
 

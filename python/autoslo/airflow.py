@@ -15,9 +15,11 @@ day ``D`` is over) plans day ``D + 1``:
    configuration is published first: it is still the best the tuner found, and yesterday's plan is
    for another day; the failed task is the alert.
 
-Beside them, :func:`record_fidelity` — when day ``D``'s log is a trace of the configuration
+Before the tuning, :func:`record_fidelity` — when day ``D``'s log is a trace of the configuration
 published for ``D`` (a live run's), replay it in the Workload Simulator and record how faithfully
-the simulator the tuner relies on reproduced that day (:mod:`autoslo.fidelity`).
+the simulator the tuner relies on reproduced that day (:mod:`autoslo.fidelity`); the tuning of
+``D + 1`` then holds its simulations to τ minus how much later day ``D`` ran than its plan's
+estimate (:func:`latest_gap`, a change: the day lands near τ instead of far below it).
 
 Every step is idempotent per logical date: re-running a day replaces its reservoir partition (no
 duplicate rows) and, the tuner being seeded, produces the same configuration.
@@ -34,6 +36,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,7 @@ from autoslo.fidelity import TRACE_COLUMNS, simulator_fidelity
 from autoslo.traces import from_served, is_served_log
 from autoslo.ray_backend import RayBackend
 from autoslo._files import atomic
-from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, forecast, simulate_batch, tune
+from autoslo.tuner import ExecutionConfig, Reservoir, TunerSettings, estimate_gap, forecast, simulate_batch, tune
 from autoslo.tuner_cli import read_log
 
 #: Seed offset of the held-out forecasts, disjoint from the tuner's (which use ``seed``).
@@ -93,20 +96,58 @@ def tune_day(
     kappa: float = 2.0,
     backend: str | RayBackend | None = None,
     ray_address: str | None = None,
+    fidelity_dir: str | os.PathLike[str] | None = None,
+    publish_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Tune day ``day`` from the reservoir's history and write the configuration to ``staging``
     (atomically). SimulateBatch runs on ``backend`` (``"rayon"`` or ``"ray"``, joining
-    ``ray_address`` if given). Returns the tuner's report (JSON-serialisable)."""
+    ``ray_address`` if given). With ``fidelity_dir`` (where :func:`record_fidelity` writes) and
+    ``publish_dir``, and no ``estimate_gap`` or ``tau_simulated`` in the settings, the newest
+    day of the last :data:`GAP_MAX_AGE_DAYS` whose fidelity was measured sets the gap
+    (:func:`latest_gap`, ``TunerSettings.estimate_gap``, a change): the tuner learns from
+    yesterday how optimistic its estimate was. Returns the tuner's report (JSON-serialisable)."""
     if backend == "ray" and ray_address is not None:
         backend = RayBackend(ray_address)
-    result = tune(Reservoir(reservoir, create=False), _day(day), settings=_settings(settings), history_days=history_days, kappa=kappa, backend=backend)
+    s = _settings(settings)
+    gap_from = None
+    if fidelity_dir is not None and publish_dir is not None and s.estimate_gap is None and s.tau_simulated is None:
+        gap_from = latest_gap(fidelity_dir, publish_dir, _day(day))
+        if gap_from is not None:
+            s = replace(s, estimate_gap=gap_from[1])
+    result = tune(Reservoir(reservoir, create=False), _day(day), settings=s, history_days=history_days, kappa=kappa, backend=backend)
     Path(staging).parent.mkdir(parents=True, exist_ok=True)
     result.config.save(staging)
     keep = ("tuned", "history_days", "days_used", "history_age_days", "forecast_policy", "validation_violation_rate", "validation_cost", "validation_tenants", "simulations", "backend", "slo_out_of_reach")
     report = {"day": _day(day).isoformat(), "staging": str(staging), **{k: result.report[k] for k in keep if k in result.report}}
+    if gap_from is not None:
+        report["estimate_gap"] = {"from": gap_from[0], "gap": gap_from[1]}
     with atomic(Path(f"{staging}.report.json")) as tmp:
         tmp.write_text(json.dumps(report, indent=2, default=str))
     return report
+
+
+#: A fidelity record older than this many days before the day tuned is not used.
+GAP_MAX_AGE_DAYS = 7
+
+
+def latest_gap(fidelity_dir: str | os.PathLike[str], publish_dir: str | os.PathLike[str], day: dt.date | str) -> tuple[str, float] | None:
+    """(fidelity record, gap) of the newest day within :data:`GAP_MAX_AGE_DAYS` days before
+    ``day`` whose fidelity was measured (:func:`record_fidelity`) under a plan published with an
+    estimate: the violation rate observed that day minus the plan's validation violation rate
+    (:func:`autoslo.tuner.estimate_gap`)."""
+    d = _day(day)
+    for back in range(1, GAP_MAX_AGE_DAYS + 1):
+        past = (d - dt.timedelta(days=back)).isoformat()
+        path = Path(fidelity_dir) / f"{past}.fidelity.json"
+        plan = Path(publish_dir) / f"{past}.yaml"
+        if path.exists() and plan.exists():
+            data = json.loads(path.read_text())
+            if "overall" in data:
+                try:
+                    return str(path), estimate_gap(ExecutionConfig.load(plan), data["overall"]["observed_violation_rate"])
+                except ValueError:  # a plan without an estimate (written by hand)
+                    continue
+    return None
 
 
 def validate(
@@ -255,8 +296,8 @@ def daily_tuning_dag(
     start_date: dt.datetime | None = None,
     **dag_kwargs: Any,
 ) -> Any:
-    """The daily cycle as an Airflow DAG (``ingest >> tune >> validate >> publish >> check``,
-    and ``record_fidelity`` of the ingested day beside them).
+    """The daily cycle as an Airflow DAG (``ingest >> record_fidelity >> tune >> validate >>
+    publish >> check``: the tuning learns the simulator's gap from the day just ingested).
 
     ``log`` is the query log's path, with ``{ds}`` standing for the logical date (the day ingested);
     the run for logical date ``D`` plans ``D + 1``. ``staging_dir`` (default
@@ -285,9 +326,9 @@ def daily_tuning_dag(
             return ingest(reservoir, log, ds)
 
         @task
-        def tune_next_day(ingested: dict[str, Any]) -> dict[str, Any]:
+        def tune_next_day(ingested: dict[str, Any], fidelity: dict[str, Any]) -> dict[str, Any]:
             day = planned(ingested["day"])
-            return tune_day(reservoir, day, staging_root / f"{day}.yaml", settings=settings_arg, history_days=history_days, kappa=kappa, backend=backend, ray_address=ray_address)
+            return tune_day(reservoir, day, staging_root / f"{day}.yaml", settings=settings_arg, history_days=history_days, kappa=kappa, backend=backend, ray_address=ray_address, fidelity_dir=staging_root, publish_dir=publish_dir)
 
         @task
         def validate_held_out(tuned: dict[str, Any]) -> dict[str, Any]:
@@ -306,12 +347,18 @@ def daily_tuning_dag(
 
         @task
         def record_simulator_fidelity(ingested: dict[str, Any]) -> dict[str, Any]:
-            return record_fidelity(log, publish_dir, ingested["day"], staging_root)
+            # Advisory: a day whose fidelity cannot be measured must not stop the next day's
+            # plan, which then tunes without a gap (or with an older one).
+            try:
+                return record_fidelity(log, publish_dir, ingested["day"], staging_root)
+            except Exception as e:  # noqa: BLE001
+                return {"day": ingested["day"], "skipped": f"{type(e).__name__}: {e}"}
 
         # Airflow's TaskFlow passes each task's XComArg where the function takes its value.
         ingested = ingest_log()
-        record_simulator_fidelity(ingested)  # type: ignore[arg-type]
-        tuned = tune_next_day(ingested)  # type: ignore[arg-type]
+        # The day's fidelity is measured first: the tuning of the next day learns its gap from it.
+        fidelity = record_simulator_fidelity(ingested)  # type: ignore[arg-type]
+        tuned = tune_next_day(ingested, fidelity)  # type: ignore[arg-type]
         alert_above_target(publish_config(tuned, validate_held_out(tuned)))  # type: ignore[arg-type]
 
     return autoslo_daily_tuning()

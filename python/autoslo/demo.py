@@ -21,13 +21,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from autoslo import _core
 from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import emulate
 from autoslo.reproduce_tuner import HINDSIGHT, START, HistoryWorld, TunerExperiment, figure6_baselines, hindsight_row, outcome, plot_cost_vs_violations, tuned_config
 from autoslo.tables import fmt_table
-from autoslo.tuner import TunerSettings
+from autoslo.tuner import TunerSettings, default_space
 
 #: Day index of the planned day (a Tuesday: the history holds the Tuesday before).
 DEMO_DAY = 8
@@ -36,8 +35,10 @@ DEMO_HINDSIGHT_PLANS = 100
 
 
 def demo_settings() -> TunerSettings:
-    """A quick tuning: 6 forecasts, at most 2 scheduled spinups, T_idle searched."""
-    return TunerSettings(forecasts=6, eta=2, phi=2, space={"t_idle_s": list(_core.DEFAULT_T_IDLE_S)})
+    """A quick tuning: 6 forecasts, at most 2 scheduled spinups; T_idle, the initial clusters,
+    the autoscaler's eligible sizes and the selector's headroom searched (of the default space)."""
+    keep = ("t_idle_s", "initial_clusters", "sizes", "selector_headroom")
+    return TunerSettings(forecasts=6, eta=2, phi=2, space={k: v for k, v in default_space().items() if k in keep})
 
 
 def _verdict(rows: list[dict[str, Any]], tau: float, n_autoslo: int) -> str:

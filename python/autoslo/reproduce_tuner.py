@@ -33,7 +33,7 @@ from autoslo.autoscaler import AutoscalerConfig
 from autoslo.bundled import predictor_for
 from autoslo.emulation import EmulationResult, emulate
 from autoslo.hindsight import best_plan_in_hindsight
-from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, class_latency_scale, tune
+from autoslo.tuner import DAY_S, ExecutionConfig, Reservoir, TunerSettings, class_latency_scale, default_space, estimate_gap, tune
 from autoslo.workloads import redbench_workload, slo_out_of_reach, window
 
 #: Day 0 of the generated history (a Monday).
@@ -53,10 +53,12 @@ DEARER_AT_MOST = 0.05
 
 def reproduction_settings() -> TunerSettings:
     """The tuner settings of the reproductions: the reference search, made smaller so that the
-    16 tunings run in minutes on two cores (8 forecasts, η = 3, φ = 2, two autoscaler knobs over
-    the product's default values, T_idle ``_core.DEFAULT_T_IDLE_S`` and τ_trigger
-    ``_core.DEFAULT_TAU_TRIGGER``: changes to the reference ranges measured in ``docs/tuner.md``)."""
-    return TunerSettings(forecasts=8, eta=3, phi=2, space={"t_idle_s": list(_core.DEFAULT_T_IDLE_S), "tau_trigger": list(_core.DEFAULT_TAU_TRIGGER)})
+    16 tunings run in minutes on two cores (8 forecasts, η = 3, φ = 2, and of the product's
+    default space the knobs measured to matter: T_idle, τ_trigger, the initial clusters, the
+    autoscaler's eligible sizes and the selector's headroom, changes to the reference space
+    measured in ``docs/tuner.md``)."""
+    keep = ("t_idle_s", "tau_trigger", "initial_clusters", "sizes", "selector_headroom")
+    return TunerSettings(forecasts=8, eta=3, phi=2, space={k: v for k, v in default_space().items() if k in keep})
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class TunerExperiment:
     #: Plans the search for the best plan in hindsight emulates per scenario (Figure 6; 0: no
     #: search). The tuned plan is one of them, so its regret is never negative.
     hindsight_plans: int = HINDSIGHT_PLANS
+    #: Learn how optimistic the tuner's estimate is from the day before the target day (tuned
+    #: and run on the emulator as the target day will be) and tune with that gap
+    #: (``TunerSettings.estimate_gap``, a change; see :meth:`HistoryWorld.gap`). Tunings with no
+    #: past data are untuned either way.
+    learn_gap: bool = False
 
     def scenarios(self) -> list[tuple[int, float]]:
         return [(d, k) for d in self.target_days for k in self.kappas]
@@ -97,6 +104,8 @@ class HistoryWorld:
         self.reservoir.append(exp.generated(2.0), start_date=START, replace=True)
         self._by_kappa: dict[float, pa.Table] = {}
         self._scales: dict[tuple[int, float], dict[str, float]] = {}
+        self._gaps: dict[tuple[int, float, int], float] = {}
+        self._before: dict[tuple[int, float], tuple[ExecutionConfig, EmulationResult]] = {}
 
     def actual(self, day: int, kappa: float) -> pa.Table:
         """The target day's workload (arrivals from 0 s), SLOs at κ (the history regenerated with
@@ -105,14 +114,33 @@ class HistoryWorld:
             self._by_kappa[kappa] = self.exp.generated(kappa)
         return window(self._by_kappa[kappa], day * DAY_S, (day + 1) * DAY_S)
 
+    def _day_before(self, day: int, kappa: float, predictor: _core.Predictor) -> tuple[ExecutionConfig, EmulationResult]:
+        """The day before ``day`` at κ, run by the untuned configuration on the emulator (as the
+        warehouse would have run it before any tuning), with that configuration."""
+        if (day, kappa) not in self._before:
+            untuned, _ = tuned_config(self, day, kappa, 0, predictor)  # no past data: the untuned configuration
+            self._before[day, kappa] = (untuned, emulate(self.actual(day - 1, kappa), config=untuned, seed=self.exp.seed, predictor=predictor))
+        return self._before[day, kappa]
+
+    def gap(self, day: int, kappa: float, history: int, predictor: _core.Predictor) -> float:
+        """How much later the emulator ran the day before ``day`` than its plan's estimate: that
+        day tuned with ``history`` days as the product tunes it (without a gap of its own), run
+        on the emulator, its violation rate minus the plan's on its validation forecasts
+        (:func:`autoslo.tuner.estimate_gap`). What the daily cycle measures on yesterday's
+        published plan and its trace."""
+        if (day, kappa, history) not in self._gaps:
+            plan, _ = tuned_config(self, day - 1, kappa, history, predictor, learn_gap=False)
+            ran = emulate(self.actual(day - 1, kappa), config=plan, seed=self.exp.seed, predictor=predictor)
+            self._gaps[day, kappa, history] = estimate_gap(plan, ran.violation_rate)
+        return self._gaps[day, kappa, history]
+
     def class_scale(self, day: int, kappa: float, predictor: _core.Predictor) -> dict[str, float]:
         """The Workload Simulator's latency scale per class (:func:`autoslo.tuner.class_latency_scale`)
         measured on the day before ``day``: its real workload at κ run by the untuned configuration
         on the emulator, as the warehouse would have run it before any tuning. Every history the
         tunings use (1 day or more) includes that day."""
         if (day, kappa) not in self._scales:
-            untuned, _ = tuned_config(self, day, kappa, 0, predictor)  # no past data: the untuned configuration
-            past = emulate(self.actual(day - 1, kappa), config=untuned, seed=self.exp.seed, predictor=predictor)
+            _, past = self._day_before(day, kappa, predictor)
             self._scales[day, kappa] = class_latency_scale(past.trace, predictor)
         return self._scales[day, kappa]
 
@@ -136,10 +164,12 @@ def outcome(r: EmulationResult) -> dict[str, Any]:
     }
 
 
-def tuned_config(world: HistoryWorld, day: int, kappa: float, history: int, predictor: _core.Predictor) -> tuple[ExecutionConfig, dict[str, Any]]:
+def tuned_config(world: HistoryWorld, day: int, kappa: float, history: int, predictor: _core.Predictor, learn_gap: bool | None = None) -> tuple[ExecutionConfig, dict[str, Any]]:
     settings = replace(world.exp.settings, tau=world.exp.tau, seed=world.exp.seed)
     if world.exp.calibrate_simulator and history > 0:
         settings = replace(settings, simulator_class_scale=world.class_scale(day, kappa, predictor))
+    if (world.exp.learn_gap if learn_gap is None else learn_gap) and history > 0 and settings.tau_simulated is None:
+        settings = replace(settings, estimate_gap=world.gap(day, kappa, history, predictor))
     target = START + dt.timedelta(days=day)
     r = tune(world.reservoir, target, settings=settings, history_days=history, kappa=kappa, predictor=predictor)
     return r.config, r.report
@@ -438,9 +468,10 @@ def experiment(
     settings: TunerSettings | None = None,
     calibrate_simulator: bool = False,
     hindsight_plans: int | None = None,
+    learn_gap: bool = False,
 ) -> TunerExperiment:
     """A :class:`TunerExperiment` with the given fields changed."""
-    e = TunerExperiment(seed=seed, calibrate_simulator=calibrate_simulator)
+    e = TunerExperiment(seed=seed, calibrate_simulator=calibrate_simulator, learn_gap=learn_gap)
     if hindsight_plans is not None:
         e = replace(e, hindsight_plans=hindsight_plans)
     if queries_per_day is not None:

@@ -530,6 +530,7 @@ class TunerSettings:
     ``coordinate-descent``, ``budget`` sweeps; ``adaptive-batch``, widening batches around the best
     so far that stop after ``budget`` + 1 batches in a row without a better one) and ``top_k`` over ``space`` (knob → values; ``{}`` for the default ranges, the reference ones
     with T_idle over ``_core.DEFAULT_T_IDLE_S`` (600, 1200, 1800 s) and τ_trigger over ``_core.DEFAULT_TAU_TRIGGER`` (0.02, 0.05, 0.1),
+    and the initial clusters, the autoscaler's eligible sizes and the selector's headroom searched too (:func:`default_space`),
     changes measured in ``docs/tuner.md``; ``None`` to skip the
     Configuration Tuner). ``simulator_cold_start_factor`` (≥ 1; ``None``, the paper's simulator,
     by default) makes the Workload Simulator slow queries on clusters spun up during a simulation
@@ -538,7 +539,7 @@ class TunerSettings:
     default) scatters each simulated latency around its prediction by ``exp(σ·z)``, ``z`` a
     standard normal drawn per query from ``seed``, the same draw in every configuration: a change,
     measured in ``docs/tuner.md`` (not adopted). ``cost_tolerance`` (a fraction ≥ 0; default
-    ``_core.DEFAULT_COST_TOLERANCE``, 0.05): among configurations that meet the simulated target
+    ``_core.DEFAULT_COST_TOLERANCE``, 0, the listing's BestWithTarget): among configurations that meet the simulated target
     within this fraction of the cheapest one's cost, the Configuration Tuner takes the one with the
     fewest simulated violations, a change measured in ``docs/tuner.md``; 0 is BestWithTarget as
     listed. ``simulator_class_scale`` (class name → multiplier in [0.05, 20]; ``None``, the paper's
@@ -551,11 +552,18 @@ class TunerSettings:
     the emulator, the simulator and live runs hold the day to the same ones. ``tau_scope``
     (``"fleet"``, the paper's, by default) is whose violation rate τ holds: ``"tenant"`` (a change)
     holds the fleet's and every tenant's, so a configuration whose fleet meets τ while one tenant
-    runs late is not taken (the validation report gives each tenant's rate either way)."""
+    runs late is not taken (the validation report gives each tenant's rate either way).
+    ``estimate_gap`` (how much later the warehouse ran a past day's plan than the tuner
+    estimated: the violation rate observed that day minus the plan's validation violation rate,
+    :func:`estimate_gap`; ``None``, the listing, by default) holds simulations to τ minus that
+    gap unless ``tau_simulated`` is given (:func:`learned_tau_simulated`): the tuner learns from
+    yesterday how optimistic its estimate was (forecasts and simulator together), a change measured in
+    ``docs/tuner.md``."""
 
     tau: float = 0.1
     tau_scope: str = "fleet"
     tau_simulated: float | None = None
+    estimate_gap: float | None = None
     cost_tolerance: float = _core.DEFAULT_COST_TOLERANCE
     simulator_cold_start_factor: float | None = None
     simulator_cold_start_s: float = 300.0
@@ -641,6 +649,7 @@ class TunerSettings:
         sizes = {s for c in initial for s in c} | set(self.spinup_sizes)
         if cfg.get("autoscaler"):
             sizes |= set(cfg["autoscaler"]["sizes"])
+            sizes |= {s for c in (self.space or {}).get("sizes", []) for s in c}
         return sorted(sizes)
 
     def to_json(self) -> str:
@@ -749,6 +758,27 @@ def history_out_of_reach(counts: pa.Table, sizes: Sequence[int], kappa: float, s
             if _core.is_base_capacity(size):
                 out["with_larger"].append({"size": size, **slo_out_of_reach(texts, [*sizes, size], weight)})
     return out
+
+
+def default_space() -> dict[str, list[Any]]:
+    """The Configuration Tuner's default search space (knob → values), as ``space={}`` gets it."""
+    return {k: v for k, v in json.loads(_core.tuner_settings("{}"))["space"].items() if v}
+
+
+def learned_tau_simulated(tau: float, estimate_gap: float) -> float:
+    """The simulated target a tuning holds with ``estimate_gap`` (observed − estimated violation
+    rate of a past day's plan): ``tau − gap``, kept within 0.1 τ and 2 τ (the core's rule)."""
+    return float(_core.learned_tau_simulated(tau, estimate_gap))
+
+
+def estimate_gap(plan: ExecutionConfig, observed_violation_rate: float) -> float:
+    """How much later the warehouse ran ``plan`` than the tuner estimated: the violation rate
+    observed on its day minus the plan's violation rate on its validation forecasts (its
+    provenance, which ``autoslo tune`` writes). Raises ``ValueError`` for a plan without one."""
+    v = (plan.as_dict().get("provenance") or {}).get("validation_violation_rate")
+    if v is None:
+        raise ValueError("the plan carries no estimate (provenance.validation_violation_rate): give one `autoslo tune` wrote")
+    return float(observed_violation_rate) - float(v)
 
 
 def class_latency_scale(trace: pa.Table, predictor: _core.Predictor | None = None, *, min_queries: int = 30) -> dict[str, float]:

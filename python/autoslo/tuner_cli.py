@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from autoslo import argtypes
 from autoslo.bundled import load
 from autoslo.fidelity import simulator_fidelity
 from autoslo.tables import fmt_table
 from autoslo.ray_backend import RayBackend
-from autoslo.tuner import STALE_HISTORY_DAYS, TAU_SCOPES, Reservoir, TunerSettings, class_latency_scale, tune
+from autoslo.tuner import STALE_HISTORY_DAYS, TAU_SCOPES, ExecutionConfig, Reservoir, TunerSettings, class_latency_scale, estimate_gap, learned_tau_simulated, tune
 from autoslo.workloads import check_output, read_table
 
 
@@ -82,6 +83,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
         settings = replace(settings, simulator_class_scale=scale)
         if not args.json:
             print("simulator latency scale per class (from " + args.simulator_scale_from + "): " + ", ".join(f"{c} ×{v:.2f}" for c, v in scale.items()))
+    if args.learn_from:
+        plan_path, trace_path = args.learn_from
+        trace = _read_trace(trace_path)
+        observed = 1.0 - float(pc.mean(trace["met"].cast(pa.float64())).as_py() or 0.0)
+        gap = estimate_gap(ExecutionConfig.load(plan_path), observed)
+        settings = replace(settings, estimate_gap=gap)
+        if not args.json:
+            print(f"{plan_path} ran {observed:.2%} late against its estimate's {observed - gap:.2%}: simulations are held to {learned_tau_simulated(settings.tau, gap):.2%}")
     result = tune(
         Reservoir(args.reservoir, create=False),
         args.day,
@@ -211,6 +220,13 @@ def register(sub: Any) -> None:
         dest="simulator_scale_from",
         metavar="TRACE.parquet",
         help="scale the Workload Simulator's latencies per workload class as the warehouse ran them in this trace (`autoslo emulate --trace`, or a live trace): a change to the paper's simulator, off by default (docs/tuner.md)",
+    )
+    p.add_argument(
+        "--learn-from",
+        dest="learn_from",
+        nargs=2,
+        metavar=("PLAN.yaml", "TRACE"),
+        help="a past day's plan (as `autoslo tune` wrote it) and its trace: hold simulations to τ minus how much later that day ran than the plan's estimate, a change that lands the day near τ (docs/tuner.md)",
     )
     p.add_argument("--backend", choices=("rayon", "ray"), default="rayon", help="where SimulateBatch runs: this machine's cores (rayon, default) or a Ray cluster (pip install 'autoslo[ray]')")
     p.add_argument("--ray-address", dest="ray_address", metavar="ADDRESS", help="Ray cluster to join with --backend ray (default: RAY_ADDRESS, or a local cluster)")

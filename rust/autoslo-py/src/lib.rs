@@ -676,6 +676,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_deferral, m)?)?;
     m.add_function(wrap_pyfunction!(validate_ejection, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::tuner_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(tuner::learned_tau_simulated, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::untuned_config, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::forecast, m)?)?;
     m.add_function(wrap_pyfunction!(tuner::simulate_batch, m)?)?;

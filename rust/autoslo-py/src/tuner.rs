@@ -238,6 +238,13 @@ pub fn validate_execution_config(text: &str) -> PyResult<String> {
     Ok(ExecutionConfig::from_json(text).map_err(err)?.to_json())
 }
 
+/// The simulated target that lands a day near `tau` when the warehouse runs a plan `gap` later
+/// than the tuner estimates (`tuner::learned_tau_simulated`).
+#[pyfunction]
+pub fn learned_tau_simulated(tau: f64, gap: f64) -> PyResult<f64> {
+    tuner::learned_tau_simulated(tau, gap).map_err(err)
+}
+
 /// Validate tuner settings (JSON) and return them with every default filled in (JSON).
 #[pyfunction]
 pub fn tuner_settings(text: &str) -> PyResult<String> {

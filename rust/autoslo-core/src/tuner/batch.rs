@@ -308,10 +308,15 @@ pub fn simulate_pairs(predictor: &Predictor, configs: &[ExecutionConfig], worklo
     if let Some(&(i, j)) = pairs.iter().find(|&&(i, j)| i >= configs.len() || j >= workloads.len()) {
         return Err(AutoSloError::InvalidConfig(format!("pair ({i}, {j}) is out of range: {} configurations × {} workloads", configs.len(), workloads.len())));
     }
-    let run = || pairs.par_iter().map(|&(i, j)| simulate_config(predictor, &configs[i], &workloads[j], settings)).collect();
+    on_threads(threads, || pairs.par_iter().map(|&(i, j)| simulate_config(predictor, &configs[i], &workloads[j], settings)).collect())
+}
+
+/// Run `work` on `threads` threads of a pool of its own (`None`: the current rayon pool): how a
+/// distributed backend's worker runs its share.
+pub fn on_threads<T: Send>(threads: Option<usize>, work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     match threads {
-        None => run(),
+        None => work(),
         Some(0) => Err(AutoSloError::out_of_range("threads", "≥ 1", 0)),
-        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| AutoSloError::InvalidConfig(format!("thread pool: {e}")))?.install(run),
+        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| AutoSloError::InvalidConfig(format!("thread pool: {e}")))?.install(work),
     }
 }

@@ -28,7 +28,7 @@ use crate::predictor::Predictor;
 use crate::rng::{derive_seed, Rng};
 use crate::router::{router_by_name, RouterOptions};
 use crate::trace::Trace;
-use crate::tuner::batch::{BatchControl, TargetScope};
+use crate::tuner::batch::{on_threads, BatchControl, TargetScope};
 use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig, ScheduledSpinup};
 use crate::workload::Workload;
 
@@ -67,7 +67,7 @@ impl Default for HindsightSpace {
         Self {
             fleet_sizes: vec![8, 16, 32, 64],
             max_fleet_clusters: 4,
-            initial_clusters: vec![vec![8], vec![16], vec![32], vec![8, 8], vec![16, 16], vec![32, 16]],
+            initial_clusters: vec![vec![8], vec![16], vec![32], vec![8, 8], vec![16, 16], vec![32, 16], vec![16, 8, 8], vec![16, 16, 8, 8], vec![16, 16, 16, 16], vec![8, 8, 8, 8]],
             eligible_sizes: vec![vec![16, 32], vec![8, 16, 32], vec![8, 16], vec![16, 32, 64], vec![32, 64]],
             t_idle_s: vec![120.0, 300.0, 600.0, 1200.0, 1800.0],
             t_min_lifetime_s: vec![300.0, 600.0, 1200.0],
@@ -446,11 +446,7 @@ pub fn evaluate_plans(batch: &PlanBatch<'_>, threads: Option<usize>) -> Result<V
             .collect();
         Ok(per.into_iter().collect::<Result<Vec<_>>>()?.into_iter().flatten().collect())
     };
-    match threads {
-        None => work(),
-        Some(0) => Err(AutoSloError::out_of_range("threads", "≥ 1", 0)),
-        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| AutoSloError::InvalidConfig(format!("thread pool: {e}")))?.install(work),
-    }
+    on_threads(threads, work)
 }
 
 trait FetchMinF64 {

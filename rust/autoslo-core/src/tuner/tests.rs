@@ -323,6 +323,13 @@ mod simulated {
         assert_eq!(t.evaluated.len(), 2, "{:?}", t.evaluated.iter().map(|e| &e.config.initial_clusters).collect::<Vec<_>>());
         assert!(t.evaluated.iter().all(|e| e.validation.is_some()));
         assert_eq!(t.validation_outcomes, again(&t.best));
+        // The eligible sizes, the selector's and the router's headroom are knobs too.
+        let knobs = SearchSpace { sizes: vec![vec![16, 32], vec![8, 16, 32]], selector_headroom: vec![1.0, 2.0], slo_headroom: vec![1.25], ..Default::default() };
+        assert_eq!(knobs.grid_size(), 4);
+        let t = tune_config(&p, &init, &knobs, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::Grid, top_k: 1, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &control).unwrap();
+        let seen: BTreeSet<(Vec<u32>, Option<u64>, Option<u64>)> = t.evaluated[1..].iter().map(|e| (e.config.autoscaler.as_ref().unwrap().sizes.clone(), e.config.autoscaler.as_ref().unwrap().selector_headroom.map(f64::to_bits), e.config.slo_headroom.map(f64::to_bits))).collect();
+        assert_eq!(seen.len(), 4, "every point of the grid: {seen:?}");
+        assert!(seen.iter().all(|(_, _, h)| *h == Some(1.25f64.to_bits())));
         let big = SearchSpace { theta: (1..100).collect(), mu: (1..100).collect(), ..Default::default() };
         assert!(tune_config(&p, &init, &big, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::Grid, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &control).unwrap_err().to_string().contains("max_candidates"));
     }
@@ -355,4 +362,19 @@ mod simulated {
         let capped = tune_config(&p, &base, &space, train, val, &ConfigTunerParams { strategy: config_tuner::Strategy::AdaptiveBatch { patience: 10 }, max_candidates: 7, ..Default::default() }, &BatchSettings::default(), &RayonBackend, &BatchControl::new()).unwrap();
         assert_eq!(capped.evaluated.len(), 1 + 7);
     }
+}
+
+#[test]
+fn a_learned_gap_lowers_the_simulated_target_within_bounds() {
+    assert!((learned_tau_simulated(0.1, 0.03).unwrap() - 0.07).abs() < 1e-12);
+    assert_eq!(learned_tau_simulated(0.1, 0.5).unwrap(), 0.1 * MIN_SIMULATED_TARGET_SHARE, "never below a tenth of τ");
+    assert_eq!(learned_tau_simulated(0.1, -0.5).unwrap(), 0.2, "a pessimistic estimate raises it to 2τ at most");
+    assert_eq!(learned_tau_simulated(0.8, -0.5).unwrap(), 1.0);
+    assert!(learned_tau_simulated(0.1, f64::NAN).unwrap_err().to_string().contains("estimate_gap"));
+    // In the settings: the gap sets the simulated target unless one is given.
+    let spec = TunerSpec { estimate_gap: Some(0.04), ..TunerSpec::default() };
+    assert!((spec.params(300.0).unwrap().config_tuner.tau - 0.06).abs() < 1e-12);
+    let given = TunerSpec { tau_simulated: Some(0.05), ..spec.clone() };
+    assert_eq!(given.params(300.0).unwrap().config_tuner.tau, 0.05);
+    assert_eq!(TunerSpec::default().params(300.0).unwrap().config_tuner.tau, 0.1, "the listing: τ itself");
 }
