@@ -587,7 +587,7 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert "  with 64 RPU eligible too: " in printed_text
     # Learning from a past day's plan and its trace (a change): the gap between what it ran and its
     # estimate sets the simulated target; a plan without an estimate is refused by name.
-    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--json"]) == 0
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(out), "--forecasts", "2", "--settings", str(settings_file), "--json"]) == 0
     capsys.readouterr()
     past = T.ExecutionConfig.load(out)
     estimate = past.provenance["validation_violation_rate"]
@@ -595,9 +595,9 @@ def test_tune_writes_a_configuration_the_cli_runs(reservoir: T.Reservoir, tmp_pa
     assert T.learned_tau_simulated(0.1, 0.04) == pytest.approx(0.06)
     assert main(["emulate", "--config", str(out), "--workload", "redbench", "--queries-per-day", "1000", "--trace", str(trace), "--json"]) == 0
     ran = json.loads(capsys.readouterr().out)["violation_rate"]
-    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(tmp_path / "next.yaml"), "--forecasts", "2", "--learn-from", str(out), str(trace)]) == 0
+    assert main(["tune", "--reservoir", str(reservoir.path), "--day", day.isoformat(), "--out", str(tmp_path / "next.yaml"), "--forecasts", "2", "--settings", str(settings_file), "--learn-from", str(out), str(trace)]) == 0
     learned = capsys.readouterr().out
-    assert f"ran {ran:.2%} late against its estimate's {estimate:.2%}: simulations are held to {T.learned_tau_simulated(0.1, ran - estimate):.2%}" in learned, learned
+    assert f"ran {ran:.2%} late against its estimate's {estimate:.2%}: simulations are held to {T.learned_tau_simulated(0.03, ran - estimate):.2%}" in learned, learned
     with pytest.raises(ValueError, match="carries no estimate"):
         T.estimate_gap(T.ExecutionConfig.fixed([16]), 0.1)
     # A day far past the reservoir is tuned from what it holds, and the command says how old that is.
