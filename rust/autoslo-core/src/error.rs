@@ -53,6 +53,15 @@ pub enum AutoSloError {
     /// Bundled or user data could not be parsed.
     #[error("cannot parse {source_name} line {line}: {problem}")]
     Parse { source_name: String, line: usize, problem: String },
+    /// A name (a dialect, a plan format) that is not one of those known.
+    #[error("unknown {what} `{name}` (known: {known})")]
+    UnknownName { what: String, name: String, known: String },
+    /// SQL the parser cannot read.
+    #[error("SQL: {0}")]
+    Sql(String),
+    /// A query plan (EXPLAIN text or JSON, plan rows) that cannot be read.
+    #[error("plan: {0}")]
+    Plan(String),
 }
 
 /// Result alias of the core.
