@@ -42,6 +42,7 @@ pub mod control;
 pub mod control_plane;
 pub mod cost_meter;
 pub mod emulator;
+pub mod history;
 pub mod live;
 pub mod placement;
 pub mod plan;

@@ -4,6 +4,7 @@
 mod cloud;
 mod convert;
 mod hindsight;
+mod history;
 mod live;
 mod predictor;
 mod scaling;
@@ -640,6 +641,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SCALING_POLICIES", autoslo_core::autoscaler::SCALING_POLICIES.to_vec())?;
     m.add("TRIGGERS", autoslo_core::autoscaler::TRIGGERS.to_vec())?;
     m.add("AUTOSCALER_SETTINGS", scaling::SPEC_KEYS.to_vec())?;
+    m.add("SQL_DIALECTS", autoslo_core::sql::Dialect::NAMES.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(isolated_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_table, m)?)?;
@@ -688,5 +690,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hindsight::hindsight_space, m)?)?;
     m.add("DEFAULT_HINDSIGHT_PLANS", autoslo_core::tuner::DEFAULT_HINDSIGHT_PLANS)?;
     cloud::register(m)?;
+    history::register(m)?;
     Ok(())
 }

@@ -31,7 +31,7 @@ impl QueryClass {
     /// string or quoted identifier, say), or if it holds no token.
     pub fn of(sql: &str, dialect: Dialect) -> Result<Self> {
         let text = normalize(sql, dialect)?;
-        Ok(Self { id: hash64(text.as_bytes()), text })
+        Ok(Self { id: hash_text(&text), text })
     }
 }
 
@@ -39,11 +39,12 @@ impl QueryClass {
 /// a 64-bit collision).
 pub fn class_of_hash(generic_query_hash: &str) -> QueryClass {
     let key = format!("generic_query_hash:{}", generic_query_hash.trim());
-    QueryClass { id: hash64(key.as_bytes()), text: String::new() }
+    QueryClass { id: hash_text(&key), text: String::new() }
 }
 
-fn hash64(bytes: &[u8]) -> u64 {
-    let d = Sha256::digest(bytes);
+/// The first 64 bits of the SHA-256 of `text`.
+pub fn hash_text(text: &str) -> u64 {
+    let d = Sha256::digest(text.as_bytes());
     u64::from_be_bytes(d[..8].try_into().expect("a SHA-256 digest has 32 bytes"))
 }
 
