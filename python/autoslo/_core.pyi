@@ -620,6 +620,31 @@ def evaluate_plans(
 def hindsight_space() -> str:
     """The default hindsight space (JSON): the values of every knob a search draws from."""
 
+SQL_DIALECTS: list[str]
+
+def classify_sql(texts: pa.Array | pa.ChunkedArray, dialect: str = "redshift", hashes: pa.Array | pa.ChunkedArray | None = None) -> tuple[pa.Table, pa.Table]:
+    """Each statement's class on every core: a table of ``class_id`` (uint64), ``raw`` (the
+    tokenizer could not read it: its whitespace-folded text is its class) and ``select`` per text,
+    and a table of ``class_id``, ``text`` (normalised) per distinct class. A non-null entry of
+    ``hashes`` (Redshift's ``generic_query_hash``) names its statement's class instead."""
+
+def featurize_classes(
+    sql: Sequence[str | None],
+    plans: Sequence[str | None],
+    formats: Sequence[str],
+    executions: Sequence[float],
+    plan_queries: Sequence[int | None] | None = None,
+    explain: pa.Table | None = None,
+    dialect: str = "redshift",
+) -> dict[str, Any]:
+    """Plan features of every class under a schema fitted on them (``formats``: ``text``,
+    ``json``, ``rows`` — that query's ``SYS_QUERY_EXPLAIN`` rows in ``explain`` — or ``none``).
+    Returns ``features`` (float32, classes × 34), ``sources`` (plan, sql or fallback),
+    ``problems`` (why a class fell back, or None), ``names`` and ``schema`` (JSON)."""
+
+def plan_schema_names(schema: str) -> list[str]:
+    """Check a plan schema's JSON and return its 34 feature names."""
+
 def find_good_spinup_time(
     logs: Sequence[tuple[Sequence[float], Sequence[float], Sequence[bool]]], tau_target: float = 0.1, k: int = 1, spinup_s: float = 300.0, sigma_min_s: float = 1800.0
 ) -> list[float]:

@@ -146,14 +146,14 @@ def read_workload(path: str | PathLike[str], kappa: float | None = None) -> pa.T
         raise _core.AutoSloCoreError(re.sub(r"\brow (\d+)", lambda m: f"row {rows[int(m.group(1))]}" if int(m.group(1)) < rows.size else m.group(0), str(e))) from None
 
 
-def epoch_seconds(col: pa.ChunkedArray | pa.Array, what: str) -> np.ndarray | None:
-    """Seconds since 1970-01-01 UTC of an ``arrival`` column of timestamps, dates or ISO 8601
-    text (with ``Z`` or an offset, or without: then read as UTC); ``None`` when it holds numbers
-    (seconds from a start). A text row neither form reads raises
-    :class:`autoslo.AutoSloCoreError` naming ``what`` and the row."""
+def epoch_seconds(col: pa.ChunkedArray | pa.Array, what: str, column: str = "arrival") -> np.ndarray | None:
+    """Seconds since 1970-01-01 UTC of a column (``arrival`` unless named) of timestamps, dates
+    or ISO 8601 text (with ``Z`` or an offset, or without: then read as UTC); ``None`` when it
+    holds numbers (seconds from a start). A text row neither form reads raises
+    :class:`autoslo.AutoSloCoreError` naming ``what``, the row and the column."""
     arr = col
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        arr = _parse_timestamps(arr, what)
+        arr = _parse_timestamps(arr, what, column)
     if not (pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type)):
         return None
     if pa.types.is_date(arr.type):
@@ -165,7 +165,7 @@ def epoch_seconds(col: pa.ChunkedArray | pa.Array, what: str) -> np.ndarray | No
     return pc.cast(pc.cast(arr, pa.timestamp(unit)), pa.int64()).to_numpy(zero_copy_only=False) / scale
 
 
-def _parse_timestamps(col: pa.ChunkedArray | pa.Array, what: str) -> pa.ChunkedArray | pa.Array:
+def _parse_timestamps(col: pa.ChunkedArray | pa.Array, what: str, column: str = "arrival") -> pa.ChunkedArray | pa.Array:
     """ISO 8601 text as UTC timestamps, row by row when the rows mix the forms; the first row
     neither form reads is an error naming it."""
 
@@ -190,10 +190,10 @@ def _parse_timestamps(col: pa.ChunkedArray | pa.Array, what: str) -> pa.ChunkedA
                 # the row that is not a number, not the first row that is one.
                 bad = next((r for r, t in enumerate(texts) if t is not None and not _is_number(t)), None)
                 if bad is None:
-                    raise _core.AutoSloCoreError(f"{what}, column `arrival`: seconds stored as text; store them as numbers")
-                raise _core.AutoSloCoreError(f"{what} row {bad}, column `arrival`: {texts[bad]!r} is not a number of seconds (row {row} is one)")
+                    raise _core.AutoSloCoreError(f"{what}, column `{column}`: seconds stored as text; store them as numbers")
+                raise _core.AutoSloCoreError(f"{what} row {bad}, column `{column}`: {texts[bad]!r} is not a number of seconds (row {row} is one)")
             raise _core.AutoSloCoreError(
-                f"{what} row {row}, column `arrival`: {text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)"
+                f"{what} row {row}, column `{column}`: {text!r} is not an ISO 8601 time (such as 2024-04-01T10:00:00, with Z or an offset, or without: UTC)"
             )
         out.append(one[0].as_py())
     return pa.chunked_array([pa.array(out, pa.timestamp("us"))])

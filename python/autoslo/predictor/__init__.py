@@ -17,6 +17,11 @@ Training from scratch (what ``autoslo predictor data/train`` do)::
 On your own executions instead (``autoslo predictor data --from-trace``)::
 
     traces = predictor.from_traces(["day1.parquet", "day2.parquet"], out="traces/")
+
+A warehouse's query history (``autoslo predictor data --from-history``): each statement's class
+and each class's plan features, with a report of what was kept and set aside::
+
+    h = predictor.from_history(["sys_query_history.csv"], rpu=32, out="history/")
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from autoslo.bundled import BUNDLED, bundled_model_dir, load
 from autoslo.traces import trace_classes
 from autoslo.predictor.data import REDBENCH, DataConfig, TraceSet, test_split
 from autoslo.predictor.data import from_traces
+from autoslo.predictor.history import HistoryError, HistoryImport, ImportReport, from_history
 from autoslo.predictor.data import generate as generate_traces
 from autoslo.predictor.data import load as load_traces
 from autoslo.predictor.stage import isolated_executions, train_stage
@@ -45,6 +51,9 @@ __all__ = [
     "ClusterPredictor",
     "Counterfactual",
     "DataConfig",
+    "HistoryError",
+    "HistoryImport",
+    "ImportReport",
     "REDBENCH",
     "Predictor",
     "TraceSet",
@@ -55,6 +64,7 @@ __all__ = [
     "evaluate",
     "noise_floor",
     "fit_arrival",
+    "from_history",
     "from_traces",
     "generate_traces",
     "load",

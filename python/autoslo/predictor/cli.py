@@ -52,8 +52,20 @@ def _print_arrival(name: str, r: dict) -> None:
     )
 
 
+def _load(directory: str) -> P.TraceSet:
+    """The traces of a `predictor data` directory the predictor can learn from."""
+    traces = P.load_traces(directory)
+    if traces.manifest.get("config", {}).get("source") == "history":
+        raise ValueError(
+            f"{directory} holds an imported query history: its queries are classes of your own SQL, and this version's "
+            "Stage and Iconq+ learn TPC-DS templates only; the import's classes.parquet and plan_schema.json hold each class's "
+            "plan features for when they can"
+        )
+    return traces
+
+
 def cmd_arrival(args: argparse.Namespace) -> int:
-    traces = P.load_traces(args.traces)
+    traces = _load(args.traces)
     models = args.models or [str(P.bundled_model_dir(v)) for v in P.BUNDLED]
     reports = {}
     for m in models:
@@ -64,7 +76,35 @@ def cmd_arrival(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rpu(values: list[str] | None) -> int | dict[str, int] | None:
+    """``--rpu N`` (one workgroup) or ``--rpu WG=N …`` (each workgroup)."""
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        return argtypes.size(values[0])
+    out = {}
+    for v in values:
+        w, sep, n = v.partition("=")
+        if not sep or not w:
+            raise ValueError(f"--rpu {v}: give N for one workgroup, or WORKGROUP=N for each")
+        out[w] = argtypes.size(n)
+    return out
+
+
 def cmd_data(args: argparse.Namespace) -> int:
+    history_opts = [f"--{n.replace('_', '-')}" for n in ("texts", "explain", "plans", "rpu") if getattr(args, n)]
+    if args.from_history:
+        given = [f"--{n}" for n in ("seeds", "sizes") if getattr(args, n) is not None] + (["--redbench"] if args.redbench else []) + (["--from-trace"] if args.from_trace else [])
+        if given:
+            raise ValueError(f"{', '.join(given)}: not used with --from-history")
+        from autoslo.predictor.history import from_history, print_report
+
+        h = from_history(args.from_history, texts=args.texts or (), explain=args.explain or (), plans=args.plans or (), rpu=_rpu(args.rpu), dialect=args.dialect, out=args.out)
+        print_report(h.report)
+        print(f"wrote {h.report.parts['train']} train / {h.report.parts['val']} val / {h.report.parts['test']} test queries, {h.report.classes} classes to {args.out}")
+        return 0
+    if history_opts:
+        raise ValueError(f"{', '.join(history_opts)}: options of --from-history")
     if args.from_trace:
         given = [f"--{n}" for n in ("seeds", "sizes") if getattr(args, n) is not None] + (["--redbench"] if args.redbench else [])
         if given:
@@ -78,7 +118,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    traces = P.load_traces(args.traces)
+    traces = _load(args.traces)
     variants = list(P.VARIANTS) if args.variant == "all" else [args.variant]
     reports = _train_variants(traces, Path(args.out), variants, _config(args), layout_bundle=args.variant == "all")
     if args.json:
@@ -106,7 +146,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.trace:
         trace = read_table(args.trace)
     elif args.traces:
-        trace = P.load_traces(args.traces).test
+        trace = _load(args.traces).test
     else:
         trace = None
     r = P.evaluate(models, trace)
@@ -154,6 +194,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="learn from these executions instead (`autoslo emulate --trace`, `autoslo live --trace`, or the directory `autoslo serve --log` writes): each is cut by arrival, 70 %% train, 15 %% validation, the last 15 %% test",
     )
     d.add_argument("--redbench", action="store_true", help="also Redbench-like windows on each size (multi-tenant traffic with heavy backfills; see docs/predictor.md)")
+    d.add_argument(
+        "--from-history",
+        dest="from_history",
+        nargs="+",
+        metavar="FILE",
+        help="learn from a warehouse's query history: SYS_QUERY_HISTORY exports (CSV or Parquet: query_id, start_time, end_time, status; query_text, query_type, result_cache_hit, generic_query_hash, workgroup, rpu where present), cut by arrival 70/15/15 %%",
+    )
+    d.add_argument("--texts", nargs="+", metavar="FILE", help="with --from-history: SYS_QUERY_TEXT rows (query_id, sequence, text), the full texts")
+    d.add_argument("--explain", nargs="+", metavar="FILE", help="with --from-history: SYS_QUERY_EXPLAIN rows (query_id, child_query_sequence, plan_node_id, plan_parent_id, plan_node)")
+    d.add_argument("--plans", nargs="+", metavar="FILE", help="with --from-history: EXPLAIN outputs (query_id, plan: Redshift or PostgreSQL text, or PostgreSQL JSON)")
+    d.add_argument("--rpu", nargs="+", metavar="N|WG=N", help="with --from-history and no `rpu` column: the cluster size, N for one workgroup or WORKGROUP=N for each")
+    d.add_argument("--dialect", default="redshift", choices=["redshift", "postgres", "generic"], help="with --from-history: the SQL dialect (default redshift)")
     d.set_defaults(func=cmd_data)
 
     def hyper(q: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::plan::{from_explain_text, from_postgres_json, PlanSchema, PlanSummary, SummarySource};
 use crate::predictor::features::PLAN_DIM;
-use crate::sql::{sql_summary, Dialect, QueryClass};
+use crate::sql::{class_of_hash, sql_summary, Dialect, QueryClass};
 
 /// How a statement's class was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,9 +31,22 @@ pub struct Classified {
     pub select: bool,
 }
 
-/// The class of every text (on every core, in order).
-pub fn classify(texts: &[&str], dialect: Dialect) -> Vec<Classified> {
-    texts.par_iter().with_min_len(256).map(|t| classify_one(t, dialect)).collect()
+/// The class of every text (on every core, in order). Where `hashes` gives a statement's
+/// `generic_query_hash`, that names its class ([`class_of_hash`]); its text still says whether
+/// it reads.
+pub fn classify(texts: &[&str], hashes: Option<&[Option<&str>]>, dialect: Dialect) -> Vec<Classified> {
+    texts
+        .par_iter()
+        .enumerate()
+        .with_min_len(256)
+        .map(|(i, t)| {
+            let mut c = classify_one(t, dialect);
+            if let Some(h) = hashes.and_then(|h| h[i]) {
+                c.class = class_of_hash(h);
+            }
+            c
+        })
+        .collect()
 }
 
 fn classify_one(text: &str, dialect: Dialect) -> Classified {
@@ -157,12 +170,15 @@ mod tests {
     #[test]
     fn classify_keeps_order_and_reads_kinds() {
         let texts = ["select a from t where x = 1", "SELECT a FROM t WHERE x = 2", "insert into t values (1)", "select 'open", "with c as (select 1) select * from c"];
-        let c = classify(&texts, Dialect::Redshift);
+        let c = classify(&texts, None, Dialect::Redshift);
         assert_eq!(c[0].class, c[1].class);
         assert_eq!(c.iter().map(|x| x.select).collect::<Vec<_>>(), [true, true, false, true, true]);
         assert_eq!(c[3].source, ClassSource::Raw);
         assert_eq!(c[3].class.text, "select 'open");
         assert_ne!(c[3].class.id, c[0].class.id);
+        let h = classify(&texts[..2], Some(&[Some("abc"), None]), Dialect::Redshift);
+        assert_eq!(h[0].class, class_of_hash("abc"));
+        assert_eq!(h[1].class, c[1].class);
     }
 
     #[test]

@@ -22,17 +22,27 @@ fn bad(problem: impl ToString) -> PyErr {
 
 /// Each text's class (all cores): a table of `class_id` (uint64), `raw` (the tokenizer could not
 /// read it) and `select` per text, in order, and one of `class_id`, `text` per distinct class.
+/// `hashes` (optional, nulls allowed): each statement's `generic_query_hash`, which then names
+/// its class.
 #[pyfunction]
-#[pyo3(signature = (texts, dialect = "redshift"))]
-fn classify_sql(py: Python<'_>, texts: PyArray, dialect: &str) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+#[pyo3(signature = (texts, dialect = "redshift", hashes = None))]
+fn classify_sql(py: Python<'_>, texts: PyArray, dialect: &str, hashes: Option<PyArray>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let dialect = Dialect::parse(dialect).map_err(err)?;
     let a = arrow_cast::cast(texts.array(), &DataType::LargeUtf8).map_err(|e| bad(format!("texts: {e}")))?;
     let a = a.as_string::<i64>();
     if a.null_count() > 0 {
-        return Err(bad(format!("texts: {} nulls (give every statement's text)", a.null_count())));
+        return Err(bad(format!("texts: {} nulls (give every statement's text, empty where there is none)", a.null_count())));
     }
     let refs: Vec<&str> = (0..a.len()).map(|i| a.value(i)).collect();
-    let out = py.detach(|| history::classify(&refs, dialect));
+    let h = match &hashes {
+        Some(h) => Some(arrow_cast::cast(h.array(), &DataType::LargeUtf8).map_err(|e| bad(format!("hashes: {e}")))?),
+        None => None,
+    };
+    let hrefs: Option<Vec<Option<&str>>> = h.as_ref().map(|h| h.as_string::<i64>().iter().collect());
+    if hrefs.as_ref().is_some_and(|h| h.len() != refs.len()) {
+        return Err(bad("texts and hashes must have one entry per statement"));
+    }
+    let out = py.detach(|| history::classify(&refs, hrefs.as_deref(), dialect));
     let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(out.iter().map(|c| c.class.id)));
     let raw: ArrayRef = Arc::new(BooleanArray::from_iter(out.iter().map(|c| Some(c.source == ClassSource::Raw))));
     let select: ArrayRef = Arc::new(BooleanArray::from_iter(out.iter().map(|c| Some(c.select))));
