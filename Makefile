@@ -12,7 +12,7 @@ TORCH_LIB = $(abspath $(VENV))/lib/python3.11/site-packages/torch/lib
 # The PostgreSQL server programs behind the local Redshift Serverless endpoint (live mode and its tests).
 PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl))
 
-.PHONY: postgres deps build demo test test-all test-rust test-rust-live test-python test-live test-python-all test-wheel wheel reproduce bench bench-ray bench-route-idle bench-hindsight calibrate models clean-venv
+.PHONY: postgres deps build demo test test-all test-rust test-rust-live test-python test-live test-python-all test-wheel wheel reproduce bench bench-ray bench-route-idle bench-hindsight bench-history calibrate models clean-venv
 
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -99,6 +99,11 @@ bench-ray: build
 # The best plan in hindsight: 500 plans on one 20k-query day (about 5 minutes on 2 cores).
 bench-hindsight: build
 	$(PY) benches/hindsight.py
+
+# Importing a 1,000,000-statement query history with TPC-DS texts (time, peak memory), and the
+# routing-time costs of a new statement's class and features (about 2 min).
+bench-history: build
+	$(PY) benches/history_import.py
 
 calibrate: build
 	autoslo calibrate

@@ -167,10 +167,10 @@ def test_sizes_are_required_and_named():
     assert from_history([one]).report.workgroups == {"default": {"rpu": 16, "kept": from_history([one]).report.kept}}
 
 
-def test_cli_imports_and_training_says_why_not(tmp_path: Path, capsys):
-    f = tmp_path / "h.parquet"
+def test_cli_imports_trains_and_evaluates(tmp_path: Path, capsys):
     import pyarrow.parquet as pq
 
+    f = tmp_path / "h.parquet"
     pq.write_table(history(), f)
     out = tmp_path / "out"
     assert main(["predictor", "data", "--from-history", str(f), "--rpu", "a=8", "b=32", "--out", str(out)]) == 0
@@ -178,5 +178,33 @@ def test_cli_imports_and_training_says_why_not(tmp_path: Path, capsys):
     assert "set aside: not a SELECT" in printed and "dropped: failed" in printed and "classes: 3" in printed
     assert main(["predictor", "data", "--rpu", "8", "--out", str(tmp_path / "x")]) == 2
     assert "options of --from-history" in capsys.readouterr().err
-    assert main(["predictor", "train", "--traces", str(out), "--out", str(tmp_path / "m")]) == 2
-    assert "imported query history" in capsys.readouterr().err
+    model = tmp_path / "m"
+    assert main(["predictor", "train", "--traces", str(out), "--out", str(model), "--epochs", "1", "--hidden", "8", "--embedding", "8"]) == 0
+    assert "isolated runs of the history" in capsys.readouterr().err
+    meta = json.loads((model / "meta.json").read_text())
+    assert meta["classes_sha256"] and (model / "classes.json").is_file()
+    # The Rust core loads it with its classes.
+    from autoslo import predictor
+
+    p = predictor.load(model)
+    ts = load_traces(out)
+    r = p.predict_trace(ts.test)
+    assert len(r["ln_pred"]) == ts.test.num_rows and np.isfinite(r["ln_pred"]).all()
+    assert main(["predictor", "eval", "--traces", str(out), "--models", str(model), "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert "noise_floor" not in ev
+    assert ev["concurrency_blind"]["overall"]["n"] == ev["variants"]["iconq+"]["overall"]["n"] > 0
+    assert ev["concurrency_blind"]["classes_not_in_training"] == 0
+
+
+def test_leave_class_out_split_keeps_each_class_in_one_part(tmp_path: Path):
+    t = history(600)
+    # Thirty classes: the same statement over thirty tables.
+    texts = [f"select count(*) from t{q % 30} where x > {q}" for q in t["query_id"].to_pylist()]
+    t = t.set_column(4, "query_text", pa.array(texts)).set_column(5, "query_type", pa.array(["SELECT"] * t.num_rows))
+    h = from_history([t], rpu={"a": 8, "b": 32}, split="classes")
+    parts = [set(p["class_id"].to_pylist()) for p in (h.traces.train, h.traces.val, h.traces.test)]
+    assert all(parts) and not (parts[0] & parts[1] or parts[0] & parts[2] or parts[1] & parts[2])
+    assert h.report.split == "classes"
+    with pytest.raises(_core.AutoSloCoreError, match="too few to leave some out"):
+        from_history([history()], rpu={"a": 8, "b": 32}, split="classes")

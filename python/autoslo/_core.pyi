@@ -176,11 +176,17 @@ def predictor_dataset(
     censored_prob: float = 0.0,
     seed: int = 0,
     keep_timeouts: bool = True,
+    classes_path: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Iconq+ samples of a trace: per-query features, compact pair rows, sample offsets and labels."""
+    """Iconq+ samples of a trace: per-query features, compact pair rows, sample offsets and labels.
+    A trace of a history's classes (``class_id``) needs ``classes_path``, their ``classes.json``."""
 
 def stage_estimates(stage_path: str, template: Sequence[int], instance: Sequence[int], rpu: Sequence[int], use_cache: bool = True) -> list[float]:
     """Stage's isolated-runtime estimates (s) from a ``stage.json``."""
+
+def stage_class_estimates(stage_path: str, class_id: Sequence[int], plans: Sequence[Sequence[float]], rpu: Sequence[int], use_cache: bool = True) -> list[float]:
+    """Stage's estimates (s) of a history's classes from their plan features (``use_cache=False``:
+    the trees alone)."""
 
 def interaction_feature_names() -> list[str]:
     """Names of the interaction feature vector's components, in order."""

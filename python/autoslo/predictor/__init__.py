@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from autoslo import _core
 from autoslo._core import ClusterPredictor, Counterfactual, Predictor
@@ -60,6 +61,7 @@ __all__ = [
     "TrainConfig",
     "VARIANTS",
     "bundled_model_dir",
+    "concurrency_blind",
     "qerror_summary",
     "evaluate",
     "noise_floor",
@@ -111,7 +113,39 @@ def _per_class(lp: np.ndarray, ll: np.ndarray, classes: np.ndarray) -> dict:
     return out
 
 
-def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None) -> dict:
+def concurrency_blind(train: pa.Table, trace: pa.Table, r: dict) -> dict:
+    """The concurrency-blind baseline on the scored rows of ``r`` (a model's ``predict_trace`` of
+    ``trace``): each query predicted by the median latency of its class (``class_id``, or TPC-DS
+    template and instance) among the training trace's completed queries, or by their overall
+    median for a class the training trace lacks. Q-error overall and per size, and how many rows
+    had no class median."""
+    key = ["class_id"] if "class_id" in train.column_names else ["template", "instance"]
+    done = train.filter(pc.invert(train["censored"]))
+    lat = (pc.subtract(done["end"], done["arrival"])).to_numpy(zero_copy_only=False)
+    keys = list(zip(*[done[k].to_pylist() for k in key]))
+    by: dict[tuple, list[float]] = {}
+    for k, v in zip(keys, lat.tolist()):
+        by.setdefault(k, []).append(v)
+    median = {k: float(np.median(v)) for k, v in by.items()}
+    overall = float(np.median(lat))
+    row_key = dict(zip(zip(trace["run"].to_pylist() if "run" in trace.column_names else [0] * trace.num_rows, trace["query_id"].to_pylist()), zip(*[trace[k].to_pylist() for k in key])))
+    keep = ~r["censored"]
+    pred, unseen = [], 0
+    for run, q in zip(r["run"][keep].tolist(), r["query_id"][keep].tolist()):
+        k = row_key[(run, q)]
+        if k not in median:
+            unseen += 1
+        pred.append(median.get(k, overall))
+    lp, ll, size = np.log(np.maximum(pred, 1e-9)), r["ln_label"][keep], r["cluster_size"][keep]
+    return {
+        "overall": qerror_summary(lp, ll),
+        "mean_ln_residual": float(np.mean(ll - lp)) if len(ll) else float("nan"),
+        "per_rpu": {int(s): qerror_summary(lp[size == s], ll[size == s]) for s in np.unique(size)},
+        "classes_not_in_training": unseen,
+    }
+
+
+def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None, train: pa.Table | None = None) -> dict:
     """Q-error p50/p90/p95 of each model on a trace, overall and per cluster size; with the mean
     ln residual (ln latency − ln prediction: positive when the model predicts too fast), and per
     workload class when the trace has a ``class`` column (as Redbench-like traces do).
@@ -119,7 +153,10 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
     ``noise_floor`` (see :func:`noise_floor`) is what the best in-sample prediction of single real
     runs scores. Defaults: the four bundled ablation variants, on the held-out test split of the
     generated data (regenerated deterministically from the models' data configuration). Only uncensored queries
-    with their full neighbour sets are scored, as in the paper's Figure 7a.
+    with their full neighbour sets are scored, as in the paper's Figure 7a. With ``train`` (the
+    training trace), ``concurrency_blind`` scores the per-class median latency of it on the same
+    queries (:func:`concurrency_blind`). On a history's trace (``class_id``), ``noise_floor`` is
+    left out: it is the TPC-DS measurements'.
     """
     if models is None:
         models = {v: bundled_model_dir(v) for v in BUNDLED if bundled_model_dir(v).is_dir()}
@@ -127,10 +164,13 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
             raise FileNotFoundError("no bundled models found; build them with `make models`")
     if trace is None:
         trace = test_split(config or DataConfig())
-    out: dict = {"queries": int(trace.num_rows), "variants": {}, "noise_floor": noise_floor()}
+    history = "class_id" in trace.column_names and "template" not in trace.column_names
+    out: dict = {"queries": int(trace.num_rows), "variants": {}, **({} if history else {"noise_floor": noise_floor()})}
     for name, path in models.items():
         p = load(path)
         r = p.predict_trace(trace)
+        if train is not None and "concurrency_blind" not in out:
+            out["concurrency_blind"] = concurrency_blind(train, trace, r)
         keep = ~r["censored"]
         lp, ll, size = r["ln_pred"][keep], r["ln_label"][keep], r["cluster_size"][keep]
         stage_q = qerror_summary(np.log(r["stage_s"][keep]), ll)

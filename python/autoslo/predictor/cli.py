@@ -28,14 +28,22 @@ def _train_variants(traces: P.TraceSet, out: Path, variants: list[str], base: P.
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         stage_path = Path(tmp) / "stage.json"
-        stage_report = P.train_stage(traces.train, stage_path, seed=base.seed)
-        print(f"Stage: {stage_report['samples']} isolated runs, leave-template-out Q-error p50 {stage_report['leave_template_out_qerror']['p50']:.2f}", file=sys.stderr)
+        classes_path = None
+        if traces.classes is not None:
+            from autoslo.predictor.stage import train_stage_classes, write_classes_json
+
+            classes_path = write_classes_json(traces.classes, traces.plan_schema or "", Path(tmp) / "classes.json")
+            stage_report = train_stage_classes(traces.train, traces.classes, stage_path, seed=base.seed)
+            print(f"Stage: {stage_report['samples']} isolated runs of the history, leave-class-out Q-error p50 {stage_report['leave_class_out_qerror']['p50']:.2f}", file=sys.stderr)
+        else:
+            stage_report = P.train_stage(traces.train, stage_path, seed=base.seed)
+            print(f"Stage: {stage_report['samples']} isolated runs, leave-template-out Q-error p50 {stage_report['leave_template_out_qerror']['p50']:.2f}", file=sys.stderr)
         reports = {"stage": stage_report}
         data_meta = {"data": traces.manifest.get("config", {}), "stage": stage_report}
         for v in variants:
             cfg = P.TrainConfig(**{**base.__dict__, "variant": v})
             target = out / P.BUNDLED[v] if layout_bundle else out
-            reports[v] = P.train(traces.train, traces.val, stage_path, target, cfg, traces.manifest.get("sha256", {}).get("train", ""), data_meta)
+            reports[v] = P.train(traces.train, traces.val, stage_path, target, cfg, traces.manifest.get("sha256", {}).get("train", ""), data_meta, classes_path=classes_path)
             print(f"{v}: best validation loss {reports[v]['best_val_loss']:.4f} after {reports[v]['epochs']} epochs → {target}", file=sys.stderr)
             reports[v]["arrival"] = P.fit_arrival(target, traces.train, traces.val, traces.test, seed=base.seed, threads=base.threads)
             _print_arrival(v, reports[v]["arrival"])
@@ -52,20 +60,8 @@ def _print_arrival(name: str, r: dict) -> None:
     )
 
 
-def _load(directory: str) -> P.TraceSet:
-    """The traces of a `predictor data` directory the predictor can learn from."""
-    traces = P.load_traces(directory)
-    if traces.manifest.get("config", {}).get("source") == "history":
-        raise ValueError(
-            f"{directory} holds an imported query history: its queries are classes of your own SQL, and this version's "
-            "Stage and Iconq+ learn TPC-DS templates only; the import's classes.parquet and plan_schema.json hold each class's "
-            "plan features for when they can"
-        )
-    return traces
-
-
 def cmd_arrival(args: argparse.Namespace) -> int:
-    traces = _load(args.traces)
+    traces = P.load_traces(args.traces)
     models = args.models or [str(P.bundled_model_dir(v)) for v in P.BUNDLED]
     reports = {}
     for m in models:
@@ -92,14 +88,14 @@ def _rpu(values: list[str] | None) -> int | dict[str, int] | None:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    history_opts = [f"--{n.replace('_', '-')}" for n in ("texts", "explain", "plans", "rpu") if getattr(args, n)]
+    history_opts = [f"--{n.replace('_', '-')}" for n in ("texts", "explain", "plans", "rpu") if getattr(args, n)] + (["--split"] if args.split != "time" else [])
     if args.from_history:
         given = [f"--{n}" for n in ("seeds", "sizes") if getattr(args, n) is not None] + (["--redbench"] if args.redbench else []) + (["--from-trace"] if args.from_trace else [])
         if given:
             raise ValueError(f"{', '.join(given)}: not used with --from-history")
         from autoslo.predictor.history import from_history, print_report
 
-        h = from_history(args.from_history, texts=args.texts or (), explain=args.explain or (), plans=args.plans or (), rpu=_rpu(args.rpu), dialect=args.dialect, out=args.out)
+        h = from_history(args.from_history, texts=args.texts or (), explain=args.explain or (), plans=args.plans or (), rpu=_rpu(args.rpu), dialect=args.dialect, out=args.out, split=args.split)
         print_report(h.report)
         print(f"wrote {h.report.parts['train']} train / {h.report.parts['val']} val / {h.report.parts['test']} test queries, {h.report.classes} classes to {args.out}")
         return 0
@@ -118,7 +114,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    traces = _load(args.traces)
+    traces = P.load_traces(args.traces)
     variants = list(P.VARIANTS) if args.variant == "all" else [args.variant]
     reports = _train_variants(traces, Path(args.out), variants, _config(args), layout_bundle=args.variant == "all")
     if args.json:
@@ -143,13 +139,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             meta = Path(m) / "meta.json"
             variant = json.loads(meta.read_text()).get("variant") if meta.is_file() else None
             models[variant if variant and variant not in models else m] = m
+    train = None
     if args.trace:
         trace = read_table(args.trace)
     elif args.traces:
-        trace = _load(args.traces).test
+        ts = P.load_traces(args.traces)
+        trace, train = ts.test, ts.train
     else:
         trace = None
-    r = P.evaluate(models, trace)
+    r = P.evaluate(models, trace, train=train)
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
@@ -161,8 +159,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for c, q in v.get("per_class", {}).items():
             print(f"{'':>9}  {c:>9}: {_fmt_q(q)}  mean ln residual {q['mean_ln_residual']:+.3f}")
         print(f"{'':>9}  Stage alone: {_fmt_q(v['stage_only'])}")
-    floor = r["noise_floor"]
-    print(f"noise floor (real isolated runs, each predicted by its own runs' geometric mean): {_fmt_q(floor['overall'])}")
+    if "concurrency_blind" in r:
+        b = r["concurrency_blind"]
+        print(f"concurrency-blind (each class's median latency in training): {_fmt_q(b['overall'])}  mean ln residual {b['mean_ln_residual']:+.3f}  ({b['classes_not_in_training']} queries of classes training lacks)")
+    if "noise_floor" in r:
+        floor = r["noise_floor"]
+        print(f"noise floor (real isolated runs, each predicted by its own runs' geometric mean): {_fmt_q(floor['overall'])}")
     return 0
 
 
@@ -206,6 +208,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--plans", nargs="+", metavar="FILE", help="with --from-history: EXPLAIN outputs (query_id, plan: Redshift or PostgreSQL text, or PostgreSQL JSON)")
     d.add_argument("--rpu", nargs="+", metavar="N|WG=N", help="with --from-history and no `rpu` column: the cluster size, N for one workgroup or WORKGROUP=N for each")
     d.add_argument("--dialect", default="redshift", choices=["redshift", "postgres", "generic"], help="with --from-history: the SQL dialect (default redshift)")
+    d.add_argument(
+        "--split",
+        default="time",
+        choices=["time", "classes"],
+        help="with --from-history: cut by arrival (time, the default) or leave classes out (classes: each class in one part; a model trained on it is judged on classes it never saw)",
+    )
     d.set_defaults(func=cmd_data)
 
     def hyper(q: argparse.ArgumentParser) -> None:

@@ -72,12 +72,20 @@ class DataConfig:
 
 @dataclass
 class TraceSet:
-    """Generated traces by split (each a concatenated table) plus the manifest."""
+    """Generated traces by split (each a concatenated table) plus the manifest; for an imported
+    query history, also its classes (``class_id``, ``features``, …) and plan schema (JSON)."""
 
     train: pa.Table
     val: pa.Table
     test: pa.Table
     manifest: dict = field(default_factory=dict)
+    classes: pa.Table | None = None
+    plan_schema: str | None = None
+
+    @property
+    def is_history(self) -> bool:
+        """Whether its queries are a history's classes (not TPC-DS templates)."""
+        return self.classes is not None
 
 
 def _workload(name: str, seed: int, size: int) -> pa.Table:
@@ -149,7 +157,14 @@ def load(directory: str | Path) -> TraceSet:
     if empty:
         raise ValueError(f"{mpath}: no files for split(s) {empty}")
     train, val, test = (pa.concat_tables(parts[k], promote_options="permissive") for k in ("train", "val", "test"))
-    return TraceSet(train, val, test, manifest=manifest)
+    classes = schema = None
+    if "classes" in manifest:
+        for name in (manifest["classes"], manifest["plan_schema"]):
+            if not (d / name).is_file():
+                raise FileNotFoundError(f"{d / name} listed in {mpath} is missing")
+        classes = pq.read_table(d / manifest["classes"])
+        schema = (d / manifest["plan_schema"]).read_text()
+    return TraceSet(train, val, test, manifest=manifest, classes=classes, plan_schema=schema)
 
 
 def table_sha256(t: pa.Table) -> str:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from autoslo import _core
@@ -71,6 +73,7 @@ class ImportReport:
     workgroups: dict[str, dict[str, int]]
     parts: dict[str, int]
     schema: dict[str, Any] = field(default_factory=dict)
+    split: str = "time"
 
     def lines(self) -> list[str]:
         """The report as lines of text."""
@@ -85,7 +88,7 @@ class ImportReport:
             f"{self.unreadable_texts:,} texts the tokenizer could not read, each its own class)",
             *([f"feature fallbacks: {n(self.feature_problems)}"] if self.feature_problems else []),
             f"workgroups: {wg}",
-            f"split by arrival: train {self.parts['train']:,} / val {self.parts['val']:,} / test {self.parts['test']:,}",
+            f"split by {self.split}: train {self.parts['train']:,} / val {self.parts['val']:,} / test {self.parts['test']:,}",
             f"plan schema: operators {', '.join(self.schema.get('operators', [])) or '-'}; tables {', '.join(self.schema.get('tables', [])) or '-'}",
         ]
 
@@ -161,6 +164,105 @@ def _plans(plans: pa.Table, where: str) -> dict[int, tuple[str, str]]:
     return out
 
 
+#: Statements read at a time: a history's texts are most of its bytes, and only each class's
+#: first text is kept.
+BATCH = 65_536
+#: Columns read from CSV as text whatever they hold (parsed here, each error naming its row).
+_CSV_TEXT = ("start_time", "end_time", "status", "query_text", "query_type", "workgroup", "generic_query_hash", "result_cache_hit")
+
+
+def _batches(source: pa.Table | str | Path, name: str) -> Iterator[pa.RecordBatch]:
+    """A history file's rows, a batch at a time (CSV and Parquet stream; a directory of Parquet
+    parts or a table is read whole)."""
+    if isinstance(source, pa.Table):
+        yield from source.to_batches(max_chunksize=BATCH)
+        return
+    p = Path(source)
+    if str(p).lower().endswith((".csv", ".csv.gz")):
+        if not p.is_file():
+            raise FileNotFoundError(f"no CSV file at {p}")
+        header = pcsv.open_csv(p, read_options=pcsv.ReadOptions(block_size=1 << 16)).schema.names
+        types = {c: pa.string() for c in _CSV_TEXT if c in header}
+        reader = pcsv.open_csv(p, read_options=pcsv.ReadOptions(block_size=64 << 20), convert_options=pcsv.ConvertOptions(column_types=types))
+        yield from reader
+        return
+    if p.is_file():
+        yield from pq.ParquetFile(p).iter_batches(batch_size=BATCH)
+        return
+    yield from read_table(p).to_batches(max_chunksize=BATCH)
+
+
+def _array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _offset_rows(e: Exception, r0: int) -> HistoryError:
+    """An error naming a row of a batch, naming it as the file has it."""
+    return HistoryError(re.sub(r"\brow (\d+)", lambda m: f"row {int(m.group(1)) + r0}", str(e)))
+
+
+def _read_batch(batch: pa.RecordBatch, name: str, f: int, r0: int, dialect: str, full: Mapping[int, str], examples: dict[int, str], class_texts: dict[int, str]) -> pa.Table:
+    """One batch of a history file, checked, each statement classified; its texts are dropped
+    but for each new class's first (into ``examples``, and its normalised text into
+    ``class_texts``)."""
+    t = pa.Table.from_batches([batch])
+    missing = [c for c in REQUIRED if c not in t.column_names]
+    if missing:
+        raise HistoryError(f"{name}: missing column(s) {', '.join(f'`{c}`' for c in missing)} (a SYS_QUERY_HISTORY export has query_id, start_time, end_time, status)")
+    for c in REQUIRED:
+        if t[c].null_count:
+            r = int(np.flatnonzero(pc.is_null(t[c]).to_numpy(zero_copy_only=False))[0])
+            raise HistoryError(f"{name} row {r + r0}, column `{c}`: empty")
+    try:
+        start = epoch_seconds(t["start_time"], name, "start_time")
+        end = epoch_seconds(t["end_time"], name, "end_time")
+        cache_hit = _bools(t, "result_cache_hit", name) if "result_cache_hit" in t.column_names else np.zeros(t.num_rows, bool)
+    except _core.AutoSloCoreError as e:
+        raise _offset_rows(e, r0) from None
+    if start is None or end is None:
+        raise HistoryError(f"{name}: `start_time` and `end_time` must be timestamps (or ISO 8601 text), not numbers")
+    status = _lower(t["status"])
+    known = COMPLETED | CENSORED | FAILED | UNFINISHED
+    unknown = pc.invert(pc.is_in(status, pa.array(sorted(known)))).to_numpy(zero_copy_only=False)
+    if unknown.any():
+        r = int(np.flatnonzero(unknown)[0])
+        raise HistoryError(f"{name} row {r + r0}, column `status`: unknown status {status[r].as_py()!r} (known: {', '.join(sorted(known))})")
+    text = pc.cast(t["query_text"], pa.string()) if "query_text" in t.column_names else pa.nulls(t.num_rows, pa.string())
+    if full:
+        qid = t["query_id"].to_pylist()
+        text = pa.array([full.get(q, s) for q, s in zip(qid, text.to_pylist())], pa.string())
+    text = _array(text)
+    hashes = _array(pc.cast(t["generic_query_hash"], pa.string())) if "generic_query_hash" in t.column_names else None
+    per_row, distinct = _core.classify_sql(text, dialect, hashes)
+    ids = per_row["class_id"].to_numpy()
+    for c, tx in zip(distinct["class_id"].to_pylist(), distinct["text"].to_pylist()):
+        class_texts.setdefault(c, tx)
+    has_text = pc.match_substring_regex(text, r"\S").to_numpy(zero_copy_only=False)
+    new, first = np.unique(ids, return_index=True)
+    for c, r in zip(new.tolist(), first.tolist()):
+        if c not in examples and has_text[r]:
+            examples[c] = text[r].as_py()
+    cols: dict[str, Any] = {
+        "query_id": pc.cast(t["query_id"], pa.int64()),
+        "start": pa.array(start),
+        "end": pa.array(end),
+        "status": status,
+        "workgroup": pc.cast(t["workgroup"], pa.string()) if "workgroup" in t.column_names else pa.array([DEFAULT_WORKGROUP] * t.num_rows),
+        "query_type": _lower(t["query_type"]) if "query_type" in t.column_names else pa.nulls(t.num_rows, pa.string()),
+        "result_cache_hit": pa.array(cache_hit),
+        "class_id": per_row["class_id"],
+        "_raw": per_row["raw"],
+        "_select": per_row["select"],
+        "_has_text": pa.array(has_text),
+        "_has_hash": pc.is_valid(hashes) if hashes is not None else pa.array(np.zeros(t.num_rows, bool)),
+        "_file": pa.array(np.full(t.num_rows, f, np.int32)),
+        "_row": pa.array(np.arange(r0, r0 + t.num_rows, dtype=np.int64)),
+    }
+    if "rpu" in t.column_names:
+        cols["rpu"] = pc.cast(t["rpu"], pa.float64())
+    return pa.table(cols)
+
+
 def _cluster_sizes(t: pa.Table, workgroups: np.ndarray, rpu: int | Mapping[str, int] | None, files: Sequence[str], fidx: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if "rpu" in t.column_names:
         col = t["rpu"]
@@ -193,6 +295,7 @@ def from_history(
     dialect: str = "redshift",
     out: str | Path | None = None,
     shares: tuple[float, float] = SHARES,
+    split: str = "time",
 ) -> HistoryImport:
     """Import query-history exports (see the module's documentation) into training traces.
 
@@ -200,7 +303,11 @@ def from_history(
     history of one workgroup, else ``{workgroup: rpu}``). ``dialect``: the SQL's (``redshift``,
     ``postgres``, ``generic``). Written to ``out`` as :func:`autoslo.predictor.from_traces`
     writes, with ``classes.parquet`` (each class's text, executions and plan features) and
-    ``plan_schema.json``; the report is printed by the command and kept in the manifest."""
+    ``plan_schema.json``; the report is printed by the command and kept in the manifest.
+
+    ``split``: ``time`` (the kept statements cut by arrival) or ``classes`` (each class wholly in
+    one part, about ``shares`` of the classes each, by its id: a model is then judged on classes
+    it never saw)."""
     if not history:
         raise ValueError("give at least one history file")
     a, b = shares
@@ -208,36 +315,28 @@ def from_history(
         raise ValueError(f"shares are (train, validation), each > 0 and together < 1, got {shares}")
     if isinstance(rpu, int) and rpu <= 0 or isinstance(rpu, Mapping) and any(v <= 0 for v in rpu.values()):
         raise ValueError(f"cluster sizes must be positive, got {rpu}")
+    if split not in ("time", "classes"):
+        raise ValueError(f"split is `time` or `classes`, got {split!r}")
     if dialect not in _core.SQL_DIALECTS and dialect != "postgresql":
         raise ValueError(f"unknown SQL dialect {dialect!r} (known: {', '.join(_core.SQL_DIALECTS)})")
 
+    full: dict[int, str] = {}
+    for k, x in enumerate(texts):
+        tt, name = _read(x, f"texts {k}")
+        full.update(_full_texts(tt, name))
     files: list[str] = []
     parts = []
+    examples: dict[int, str] = {}  # each class's first statement, as written
+    class_texts: dict[int, str] = {}
     for i, h in enumerate(history):
-        t, name = _read(h, f"history {i}")
-        missing = [c for c in REQUIRED if c not in t.column_names]
-        if missing:
-            raise HistoryError(f"{name}: missing column(s) {', '.join(f'`{c}`' for c in missing)} (a SYS_QUERY_HISTORY export has query_id, start_time, end_time, status)")
-        start = epoch_seconds(t["start_time"], name, "start_time")
-        end = epoch_seconds(t["end_time"], name, "end_time")
-        if start is None or end is None:
-            raise HistoryError(f"{name}: `start_time` and `end_time` must be timestamps (or ISO 8601 text), not numbers")
-        cols: dict[str, Any] = {"query_id": pc.cast(t["query_id"], pa.int64()), "start": pa.array(start), "end": pa.array(end), "status": _lower(t["status"])}
-        cols["workgroup"] = pc.cast(t["workgroup"], pa.string()) if "workgroup" in t.column_names else pa.array([DEFAULT_WORKGROUP] * t.num_rows)
-        for c in ("query_text", "query_type", "generic_query_hash"):
-            cols[c] = pc.cast(t[c], pa.string()) if c in t.column_names else pa.nulls(t.num_rows, pa.string())
-        cols["result_cache_hit"] = pa.array(_bools(t, "result_cache_hit", name) if "result_cache_hit" in t.column_names else np.zeros(t.num_rows, bool))
-        if "rpu" in t.column_names:
-            cols["rpu"] = t["rpu"]
-        cols["_file"] = pa.array(np.full(t.num_rows, i, np.int32))
-        cols["_row"] = pa.array(np.arange(t.num_rows, dtype=np.int64))
-        for c in ("query_id", "start_time", "end_time", "status"):
-            nulls = t[c].null_count
-            if nulls:
-                r = int(np.flatnonzero(pc.is_null(t[c]).to_numpy(zero_copy_only=False))[0])
-                raise HistoryError(f"{name} row {r}, column `{c}`: empty")
+        name = str(h) if not isinstance(h, pa.Table) else f"history {i}"
         files.append(name)
-        parts.append(pa.table(cols))
+        r0 = 0
+        for batch in _batches(h, name):
+            parts.append(_read_batch(batch, name, i, r0, dialect, full, examples, class_texts))
+            r0 += batch.num_rows
+        if r0 == 0:
+            raise HistoryError(f"{name}: no rows")
     t = pa.concat_tables(parts, promote_options="permissive")
     n = t.num_rows
     fidx = t["_file"].to_numpy()
@@ -255,28 +354,12 @@ def from_history(
         hit = np.flatnonzero((t["query_id"].to_numpy() == q) & (t["workgroup"].to_numpy(zero_copy_only=False) == w))
         raise HistoryError(f"{_where(files, fidx[hit[1]], rows[hit[1]], 'query_id')}: query {q} appears again in workgroup {w} ({files[fidx[hit[0]]]} row {rows[hit[0]]})")
     status = t["status"].to_numpy(zero_copy_only=False)
-    known = COMPLETED | CENSORED | FAILED | UNFINISHED
-    unknown = ~np.isin(status, list(known))
-    if unknown.any():
-        i = int(np.flatnonzero(unknown)[0])
-        raise HistoryError(f"{_where(files, fidx[i], rows[i], 'status')}: unknown status {status[i]!r} (known: {', '.join(sorted(known))})")
-
-    # Texts: full ones from SYS_QUERY_TEXT where given, else query_text.
-    qtext = t["query_text"].to_pylist()
-    if texts:
-        full: dict[int, str] = {}
-        for k, x in enumerate(texts):
-            tt, name = _read(x, f"texts {k}")
-            full.update(_full_texts(tt, name))
-        qid = t["query_id"].to_pylist()
-        qtext = [full.get(q, s) for q, s in zip(qid, qtext)]
-    has_text = np.array([s is not None and s.strip() != "" for s in qtext])
-    has_hash = pc.invert(pc.is_null(t["generic_query_hash"])).to_numpy(zero_copy_only=False)
-    per_row, distinct = _core.classify_sql(pa.array([s or "" for s in qtext], pa.large_string()), dialect, t["generic_query_hash"].combine_chunks() if has_hash.any() else None)
-    select_by_text = per_row["select"].to_numpy(zero_copy_only=False)
+    has_text = t["_has_text"].to_numpy(zero_copy_only=False)
+    has_hash = t["_has_hash"].to_numpy(zero_copy_only=False)
+    select_by_text = t["_select"].to_numpy(zero_copy_only=False)
     qtype = t["query_type"]
     if qtype.null_count < n:
-        qt = _lower(qtype).to_numpy(zero_copy_only=False)
+        qt = qtype.to_numpy(zero_copy_only=False)
         is_select = np.where(_is_none(qt), select_by_text & has_text, qt == "select")
     else:
         is_select = select_by_text & has_text
@@ -302,14 +385,24 @@ def from_history(
     origin = math.floor(start[idx].min() / 86_400.0) * 86_400.0
     wg_names = sorted(set(workgroups[idx].tolist()))
     wg_id = {w: k for k, w in enumerate(wg_names)}
-    class_id = per_row["class_id"].to_numpy()
+    class_id = t["class_id"].to_numpy()
     m = idx.size
-    cuts = (0, round(m * a), round(m * (a + b)), m)
     part_of = np.empty(m, np.int8)
+    if split == "time":
+        cuts = (0, round(m * a), round(m * (a + b)), m)
+        for k in range(3):
+            part_of[cuts[k] : cuts[k + 1]] = k
+    else:
+        # Leave classes out: each class wholly in one part, by where its id (a hash) falls.
+        u = (class_id[idx] % np.uint64(1_000_000)).astype(np.float64) / 1e6
+        part_of[:] = np.where(u < a, 0, np.where(u < a + b, 1, 2))
     for k in range(3):
-        part_of[cuts[k] : cuts[k + 1]] = k
-        if cuts[k + 1] - cuts[k] < MIN_PART:
-            raise HistoryError(f"{m} statements kept leave {cuts[k + 1] - cuts[k]} for {('train', 'val', 'test')[k]}: a history needs at least {math.ceil(MIN_PART / min(a, b, 1 - a - b))}")
+        got = int((part_of == k).sum())
+        if got < MIN_PART:
+            raise HistoryError(
+                f"{m} statements kept leave {got} for {('train', 'val', 'test')[k]} (split by {split}): "
+                + (f"a history needs at least {math.ceil(MIN_PART / min(a, b, 1 - a - b))}" if split == "time" else f"{np.unique(class_id[idx]).size} classes are too few to leave some out")
+            )
 
     # Classes: executions (all, and in train), an example text, a plan.
     cls = class_id[idx]
@@ -336,18 +429,17 @@ def from_history(
     sql_col, plan_col, fmt_col, pq_col = [], [], [], []
     for u, f0 in zip(uniq.tolist(), first.tolist()):
         row = idx[f0]
-        sql_col.append(qtext[row] if has_text[row] else None)
+        sql_col.append(examples.get(u))
         fmt, text, q = plan_for.get(u, ("none", None, None))
         fmt_col.append(fmt)
         plan_col.append(text)
         pq_col.append(q)
     weights = [float(train_counts.get(u, 0)) for u in uniq.tolist()]
     feats = _core.featurize_classes(sql_col, plan_col, fmt_col, weights, pq_col, explain_t, dialect)
-    texts_by_id = dict(zip(distinct["class_id"].to_pylist(), distinct["text"].to_pylist()))
     classes = pa.table(
         {
             "class_id": pa.array(uniq, pa.uint64()),
-            "text": [texts_by_id.get(int(u), "") for u in uniq.tolist()],
+            "text": [class_texts.get(int(u), "") for u in uniq.tolist()],
             "example": [(s or "")[:4000] for s in sql_col],
             "executions": pa.array(counts, pa.int64()),
             "executions_train": pa.array([int(w) for w in weights], pa.int64()),
@@ -373,12 +465,12 @@ def from_history(
     by_split: dict[str, pa.Table] = {}
     manifest_files: list[dict[str, Any]] = []
     outdir = Path(out) if out is not None else None
-    for k, split in enumerate(("train", "val", "test")):
-        part = trace.slice(cuts[k], cuts[k + 1] - cuts[k])
+    for k, part_name in enumerate(("train", "val", "test")):
+        part = trace.filter(pa.array(part_of == k))
         part = part.append_column("run", pa.array([k] * part.num_rows, pa.int64())).append_column("workload", pa.array(["history"] * part.num_rows)).append_column("seed", pa.array([0] * part.num_rows, pa.int64()))
-        by_split[split] = part
-        rel = f"history/{split}.parquet"
-        manifest_files.append({"path": rel, "split": split, "seed": 0, "workload": "history", "run": k})
+        by_split[part_name] = part
+        rel = f"history/{part_name}.parquet"
+        manifest_files.append({"path": rel, "split": part_name, "seed": 0, "workload": "history", "run": k})
     wg_report = {w: {"rpu": int(sizes[idx][workgroups[idx] == w][0]), "kept": int((workgroups[idx] == w).sum())} for w in wg_names}
     schema = json.loads(feats["schema"])
     report = ImportReport(
@@ -389,17 +481,18 @@ def from_history(
         set_aside=set_aside,
         dropped=dropped,
         classes=int(uniq.size),
-        unreadable_texts=int((per_row["raw"].to_numpy(zero_copy_only=False) & has_text & keep).sum()),
+        unreadable_texts=int((t["_raw"].to_numpy(zero_copy_only=False) & has_text & keep).sum()),
         feature_sources=dict(Counter(feats["sources"])),
         feature_problems=dict(Counter(p.split(":")[0] for p in feats["problems"] if p)),
         workgroups=wg_report,
         parts={s: by_split[s].num_rows for s in by_split},
         schema=schema,
+        split=split,
     )
     manifest: dict[str, Any] = {
         "format": "autoslo-traces",
         "version": 1,
-        "config": {"source": "history", "history": files, "dialect": dialect, "shares": [a, b, round(1 - a - b, 6)], "origin_unix_s": origin},
+        "config": {"source": "history", "history": files, "dialect": dialect, "split": split, "shares": [a, b, round(1 - a - b, 6)], "origin_unix_s": origin},
         "files": manifest_files,
         "classes": "classes.parquet",
         "plan_schema": "plan_schema.json",
@@ -413,7 +506,7 @@ def from_history(
         pq.write_table(classes, outdir / "classes.parquet")
         (outdir / "plan_schema.json").write_text(feats["schema"])
         (outdir / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    return HistoryImport(TraceSet(by_split["train"], by_split["val"], by_split["test"], manifest), classes, feats["schema"], report)
+    return HistoryImport(TraceSet(by_split["train"], by_split["val"], by_split["test"], manifest, classes, feats["schema"]), classes, feats["schema"], report)
 
 
 def _is_none(a: np.ndarray) -> np.ndarray:

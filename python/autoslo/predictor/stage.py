@@ -46,6 +46,28 @@ def stage_inputs(template: np.ndarray, instance: np.ndarray, rpu: np.ndarray) ->
     return np.concatenate([p, extra], axis=1)
 
 
+def alone(trace: pa.Table) -> np.ndarray:
+    """Rows of a trace that ran alone and finished: everything earlier on their cluster (in their
+    run) ended before they arrived, and the next arrival came after they ended."""
+    d = {c: trace[c].to_numpy(zero_copy_only=False) for c in ("arrival", "end", "censored", "cluster_id")}
+    run = trace["run"].to_numpy() if "run" in trace.column_names else np.zeros(trace.num_rows, dtype=np.int64)
+    order = np.lexsort((d["arrival"], d["cluster_id"], run))
+    key = np.stack([run, d["cluster_id"]], 1)[order]
+    a, e = d["arrival"][order], d["end"][order]
+    cens = d["censored"][order]
+    n = len(order)
+    out = []
+    prev_end = -math.inf
+    for k in range(n):
+        if k > 0 and not (key[k] == key[k - 1]).all():
+            prev_end = -math.inf
+        same_next = k + 1 < n and (key[k] == key[k + 1]).all()
+        if prev_end <= a[k] and (not same_next or a[k + 1] >= e[k]) and not cens[k]:
+            out.append(order[k])
+        prev_end = max(prev_end, e[k])
+    return np.array(out, dtype=np.int64)
+
+
 def isolated_executions(trace: pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(template, instance, rpu, runtime s, is_real) of measured runs and of trace queries that ran alone."""
     cat = _data_csv("isolated_runtimes.csv")
@@ -55,27 +77,13 @@ def isolated_executions(trace: pa.Table | None) -> tuple[np.ndarray, np.ndarray,
     y = [float(r["runtime_s"]) for r in cat]
     real = [True] * len(cat)
     if trace is not None and trace.num_rows:
-        d = {c: trace[c].to_numpy(zero_copy_only=False) for c in ("template", "instance", "cluster_size", "arrival", "end", "censored", "cluster_id")}
-        run = trace["run"].to_numpy() if "run" in trace.column_names else np.zeros(trace.num_rows, dtype=np.int64)
-        order = np.lexsort((d["arrival"], d["cluster_id"], run))
-        key = np.stack([run, d["cluster_id"]], 1)[order]
-        a, e = d["arrival"][order], d["end"][order]
-        cens = d["censored"][order]
-        n = len(order)
-        prev_end = -math.inf
-        for k in range(n):
-            if k > 0 and not (key[k] == key[k - 1]).all():
-                prev_end = -math.inf
-            same_next = k + 1 < n and (key[k] == key[k + 1]).all()
-            # Alone: everything earlier on the cluster ended before it arrived, and the next arrival came after it ended.
-            if prev_end <= a[k] and (not same_next or a[k + 1] >= e[k]) and not cens[k]:
-                j = order[k]
-                t.append(int(d["template"][j]))
-                i.append(int(d["instance"][j]))
-                s.append(int(d["cluster_size"][j]))
-                y.append(float(d["end"][j] - d["arrival"][j]))
-                real.append(False)
-            prev_end = max(prev_end, e[k])
+        rows = alone(trace)
+        d = {c: trace[c].to_numpy(zero_copy_only=False) for c in ("template", "instance", "cluster_size", "arrival", "end")}
+        t += d["template"][rows].astype(int).tolist()
+        i += d["instance"][rows].astype(int).tolist()
+        s += d["cluster_size"][rows].astype(int).tolist()
+        y += (d["end"][rows] - d["arrival"][rows]).astype(float).tolist()
+        real += [False] * len(rows)
     return np.array(t), np.array(i), np.array(s), np.array(y), np.array(real)
 
 
@@ -172,5 +180,94 @@ def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estima
         "trees": n_estimators,
         "cache_entries": len(cache),
         "leave_template_out_qerror": {"p50": float(np.quantile(q, 0.5)), "p90": float(np.quantile(q, 0.9))},
+        "max_abs_diff_rust_vs_xgboost": diff,
+    }
+
+
+#: Isolated executions a history must hold for Stage to learn from it.
+MIN_ISOLATED = 20
+
+
+def class_features(classes: pa.Table) -> dict[int, np.ndarray]:
+    """class id → its 34 plan features (an imported history's ``classes``)."""
+    f = np.asarray(classes["features"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.float32).reshape(classes.num_rows, -1)
+    return {int(c): f[k] for k, c in enumerate(classes["class_id"].to_pylist())}
+
+
+def write_classes_json(classes: pa.Table, plan_schema: str, out: str | Path) -> Path:
+    """``classes.json``: each class's plan features under the history's schema (the Rust core's
+    `ClassFeatures`)."""
+    feats = class_features(classes)
+    doc = {"format": "autoslo-classes", "format_version": 1, "schema": json.loads(plan_schema), "classes": [[c, [float(x) for x in v]] for c, v in feats.items()]}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, separators=(",", ":")))
+    return out
+
+
+def train_stage_classes(trace: pa.Table, classes: pa.Table, out: str | Path, seed: int = 0, n_estimators: int = 150, max_depth: int = 4) -> dict:
+    """Stage for a history's classes: trees over each class's plan features and the size, fitted on
+    the training trace's executions that ran alone (no TPC-DS measurements: another warehouse),
+    and a cache of each (class, size)'s median isolated runtime. Writes ``stage.json``; checks Rust
+    against xgboost. The report gives the leave-class-out Q-error of the trees (5 folds of classes)."""
+    import xgboost as xgb
+
+    rows = alone(trace)
+    if rows.size < MIN_ISOLATED:
+        raise ValueError(
+            f"Stage learns from executions that ran alone on their workgroup: the training part has {rows.size}, "
+            f"it needs at least {MIN_ISOLATED} (a history from quieter hours, or a longer one)"
+        )
+    feats = class_features(classes)
+    cls = trace["class_id"].to_numpy()[rows].astype(np.uint64)
+    size = trace["cluster_size"].to_numpy()[rows].astype(np.int64)
+    y = (trace["end"].to_numpy() - trace["arrival"].to_numpy())[rows]
+    keep = y > 0
+    cls, size, y = cls[keep], size[keep], y[keep]
+    plan = np.stack([feats[int(c)] for c in cls.tolist()])
+    x = np.concatenate([plan, np.stack([np.zeros(len(y)), size, np.log2(size)], 1)], 1).astype(np.float32)
+    ly = np.log(y)
+    params = {"max_depth": max_depth, "eta": 0.08, "subsample": 0.8, "seed": seed, "nthread": 2, "objective": "reg:squarederror"}
+
+    def fit(mask: np.ndarray) -> Any:
+        return xgb.train(params, xgb.DMatrix(x[mask], label=ly[mask]), num_boost_round=n_estimators)
+
+    fold = (cls % np.uint64(5)).astype(np.int64)
+    qerr = []
+    for f in range(5):
+        held = fold == f
+        if held.any() and (~held).any():
+            qerr.append(np.exp(np.abs(fit(~held).predict(xgb.DMatrix(x[held])) - ly[held])))
+    booster = fit(np.ones(len(ly), dtype=bool))
+    base, trees = export_booster(booster)
+    cache: dict[tuple[int, int], list[float]] = {}
+    for c, s, v in zip(cls.tolist(), size.tolist(), y.tolist()):
+        cache.setdefault((int(c), int(s)), []).append(float(v))
+    names = [f"plan_{k}" for k in range(plan.shape[1])]
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "feature_version": FEATURE_VERSION,
+        "features": names + ["instance", "rpu", "log2_rpu"],
+        "base_score": base,
+        "trees": trees,
+        "cache": [],
+        "class_cache": [[k[0], k[1], float(np.median(v)), len(v)] for k, v in sorted(cache.items())],
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, separators=(",", ":")))
+    rust = np.log(_core.stage_class_estimates(str(out), cls.tolist(), plan.tolist(), size.tolist(), use_cache=False))
+    diff = float(np.max(np.abs(rust - booster.predict(xgb.DMatrix(x)))))
+    if diff > 1e-4:
+        raise RuntimeError(f"exported Stage disagrees with xgboost by {diff:.2e} in ln seconds")
+    q = np.concatenate(qerr) if qerr else np.array([np.nan])
+    return {
+        "samples": int(len(y)),
+        "measured_runs": 0,
+        "trace_isolated_runs": int(len(y)),
+        "trees": n_estimators,
+        "cache_entries": len(cache),
+        "leave_class_out_qerror": {"p50": float(np.nanquantile(q, 0.5)), "p90": float(np.nanquantile(q, 0.9))},
         "max_abs_diff_rust_vs_xgboost": diff,
     }

@@ -95,7 +95,7 @@ def loss_fn(pred: torch.Tensor, label: torch.Tensor, censored: torch.Tensor) -> 
     return torch.where(censored, torch.relu(-d), d.abs()).mean()
 
 
-def build_samples(trace: pa.Table, stage_path: str | Path, variant: str, censored_prob: float, seed: int) -> Samples:
+def build_samples(trace: pa.Table, stage_path: str | Path, variant: str, censored_prob: float, seed: int, classes_path: str | Path | None = None) -> Samples:
     size, censored, chrono = VARIANTS[variant]
     d = _core.predictor_dataset(
         trace,
@@ -105,6 +105,7 @@ def build_samples(trace: pa.Table, stage_path: str | Path, variant: str, censore
         censored_prob=censored_prob if censored else 0.0,
         seed=seed,
         keep_timeouts=censored,
+        classes_path=None if classes_path is None else str(classes_path),
     )
     return Samples(d)
 
@@ -128,15 +129,18 @@ def train(
     training_data_sha256: str = "",
     extra_meta: dict | None = None,
     progress: bool = True,
+    classes_path: str | Path | None = None,
 ) -> dict:
-    """Train one variant and export it to directory `out`; returns the training report.
+    """Train one variant and export it to directory `out`; returns the training report. For a
+    history's traces, ``classes_path`` is its ``classes.json`` (see
+    :func:`autoslo.predictor.stage.write_classes_json`), exported with the model.
 
     Ctrl-C stops training early: the best model so far is exported and the report says so.
     """
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
-    tr = build_samples(train_trace, stage_path, config.variant, config.censored_prob, config.seed)
-    va = build_samples(val_trace, stage_path, config.variant, config.censored_prob, config.seed + 1)
+    tr = build_samples(train_trace, stage_path, config.variant, config.censored_prob, config.seed, classes_path)
+    va = build_samples(val_trace, stage_path, config.variant, config.censored_prob, config.seed + 1, classes_path)
     if len(tr) == 0 or len(va) == 0:
         raise ValueError("no training or validation samples: are the traces empty?")
     model = IconqPlus(tr.f.shape[1] * 2 + tr.px.shape[1], config.embedding, config.hidden, config.head_hidden)
@@ -202,12 +206,13 @@ def train(
         "seconds": round(time.time() - t0, 1),
         "history": history,
     }
-    export(model, stage_path, out, config, training_data_sha256, {**(extra_meta or {}), "training": report})
+    export(model, stage_path, out, config, training_data_sha256, {**(extra_meta or {}), "training": report}, classes_path)
     return report
 
 
-def export(model: IconqPlus, stage_path: str | Path, out: str | Path, config: TrainConfig, training_data_sha256: str, extra: dict) -> Path:
-    """Write ``model.pt``, ``stage.json`` and ``meta.json`` to `out`, then load it back through Rust."""
+def export(model: IconqPlus, stage_path: str | Path, out: str | Path, config: TrainConfig, training_data_sha256: str, extra: dict, classes_path: str | Path | None = None) -> Path:
+    """Write ``model.pt``, ``stage.json``, ``meta.json`` (and ``classes.json`` for a history's
+    model) to `out`, then load it back through Rust."""
     import hashlib
 
     out = Path(out)
@@ -216,6 +221,12 @@ def export(model: IconqPlus, stage_path: str | Path, out: str | Path, config: Tr
     if Path(stage_path).resolve() != (out / "stage.json").resolve():
         shutil.copyfile(stage_path, out / "stage.json")
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    if classes_path is not None:
+        if Path(classes_path).resolve() != (out / "classes.json").resolve():
+            shutil.copyfile(classes_path, out / "classes.json")
+        extra = {**extra, "classes_sha256": digest(out / "classes.json")}
+    elif (out / "classes.json").exists():
+        (out / "classes.json").unlink()
     size, censored, chrono = VARIANTS[config.variant]
     meta = {
         "format": FORMAT,

@@ -5,6 +5,9 @@
 //! sizes, the split by arrival) are read in Python (`autoslo.predictor.history`), where the
 //! export's files are; what is per statement and costly, the SQL, is here, on every core.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use rayon::prelude::*;
 
 use crate::error::Result;
@@ -23,45 +26,58 @@ pub enum ClassSource {
 }
 
 /// One statement's class.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Classified {
-    pub class: QueryClass,
+    /// Its class id ([`QueryClass::id`]).
+    pub id: u64,
     pub source: ClassSource,
     /// Whether it reads (its first word is `select` or `with`, or it opens with a parenthesis).
     pub select: bool,
 }
 
+/// Every statement's class, and each distinct class's text (its normalised text; for a class a
+/// `generic_query_hash` names, the normalised text of its first statement classified).
+#[derive(Debug, Clone, Default)]
+pub struct Classes {
+    pub rows: Vec<Classified>,
+    pub texts: HashMap<u64, String>,
+}
+
 /// The class of every text (on every core, in order). Where `hashes` gives a statement's
 /// `generic_query_hash`, that names its class ([`class_of_hash`]); its text still says whether
-/// it reads.
-pub fn classify(texts: &[&str], hashes: Option<&[Option<&str>]>, dialect: Dialect) -> Vec<Classified> {
-    texts
+/// it reads. Only one text per distinct class is kept.
+pub fn classify(texts: &[&str], hashes: Option<&[Option<&str>]>, dialect: Dialect) -> Classes {
+    let seen: Mutex<HashMap<u64, String>> = Mutex::new(HashMap::new());
+    let rows = texts
         .par_iter()
         .enumerate()
         .with_min_len(256)
         .map(|(i, t)| {
-            let mut c = classify_one(t, dialect);
-            if let Some(h) = hashes.and_then(|h| h[i]) {
-                c.class = class_of_hash(h);
-            }
-            c
+            let (class, source, select) = classify_one(t, dialect);
+            let id = match hashes.and_then(|h| h[i]) {
+                Some(h) => class_of_hash(h).id,
+                None => class.id,
+            };
+            let mut m = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            m.entry(id).or_insert(class.text);
+            Classified { id, source, select }
         })
-        .collect()
+        .collect();
+    Classes { rows, texts: seen.into_inner().unwrap_or_else(PoisonError::into_inner) }
 }
 
-fn classify_one(text: &str, dialect: Dialect) -> Classified {
+fn classify_one(text: &str, dialect: Dialect) -> (QueryClass, ClassSource, bool) {
     match QueryClass::of(text, dialect) {
         Ok(class) => {
             let first = class.text.split(' ').next().unwrap_or("");
             let select = matches!(first, "select" | "with" | "(");
-            Classified { class, source: ClassSource::Text, select }
+            (class, ClassSource::Text, select)
         }
         Err(_) => {
             let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
             let first = folded.split(' ').next().unwrap_or("").to_ascii_lowercase();
             let select = matches!(first.as_str(), "select" | "with") || first.starts_with('(');
-            let class = QueryClass { id: crate::sql::identity::hash_text(&format!("raw:{folded}")), text: folded };
-            Classified { class, source: ClassSource::Raw, select }
+            (QueryClass { id: crate::sql::identity::hash_text(&format!("raw:{folded}")), text: folded }, ClassSource::Raw, select)
         }
     }
 }
@@ -170,15 +186,19 @@ mod tests {
     #[test]
     fn classify_keeps_order_and_reads_kinds() {
         let texts = ["select a from t where x = 1", "SELECT a FROM t WHERE x = 2", "insert into t values (1)", "select 'open", "with c as (select 1) select * from c"];
-        let c = classify(&texts, None, Dialect::Redshift);
-        assert_eq!(c[0].class, c[1].class);
+        let all = classify(&texts, None, Dialect::Redshift);
+        let c = &all.rows;
+        assert_eq!(c[0].id, c[1].id);
         assert_eq!(c.iter().map(|x| x.select).collect::<Vec<_>>(), [true, true, false, true, true]);
         assert_eq!(c[3].source, ClassSource::Raw);
-        assert_eq!(c[3].class.text, "select 'open");
-        assert_ne!(c[3].class.id, c[0].class.id);
+        assert_eq!(all.texts[&c[3].id], "select 'open");
+        assert_eq!(all.texts[&c[0].id], "select a from t where x = ?");
+        assert_eq!(all.texts.len(), 4);
+        assert_ne!(c[3].id, c[0].id);
         let h = classify(&texts[..2], Some(&[Some("abc"), None]), Dialect::Redshift);
-        assert_eq!(h[0].class, class_of_hash("abc"));
-        assert_eq!(h[1].class, c[1].class);
+        assert_eq!(h.rows[0].id, class_of_hash("abc").id);
+        assert_eq!(h.rows[1].id, c[1].id);
+        assert_eq!(h.texts[&h.rows[0].id], "select a from t where x = ?");
     }
 
     #[test]

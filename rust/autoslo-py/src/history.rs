@@ -22,18 +22,23 @@ fn bad(problem: impl ToString) -> PyErr {
 
 /// Each text's class (all cores): a table of `class_id` (uint64), `raw` (the tokenizer could not
 /// read it) and `select` per text, in order, and one of `class_id`, `text` per distinct class.
-/// `hashes` (optional, nulls allowed): each statement's `generic_query_hash`, which then names
+/// A null text is an empty one. `hashes` (optional, nulls allowed): each statement's `generic_query_hash`, which then names
 /// its class.
 #[pyfunction]
 #[pyo3(signature = (texts, dialect = "redshift", hashes = None))]
 fn classify_sql(py: Python<'_>, texts: PyArray, dialect: &str, hashes: Option<PyArray>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let dialect = Dialect::parse(dialect).map_err(err)?;
-    let a = arrow_cast::cast(texts.array(), &DataType::LargeUtf8).map_err(|e| bad(format!("texts: {e}")))?;
-    let a = a.as_string::<i64>();
-    if a.null_count() > 0 {
-        return Err(bad(format!("texts: {} nulls (give every statement's text, empty where there is none)", a.null_count())));
-    }
-    let refs: Vec<&str> = (0..a.len()).map(|i| a.value(i)).collect();
+    // Text of either offset width as it is (no copy), anything else cast; a null is an empty text.
+    let cast;
+    let arr = texts.array();
+    let refs: Vec<&str> = match arr.data_type() {
+        DataType::Utf8 => arr.as_string::<i32>().iter().map(|s| s.unwrap_or("")).collect(),
+        DataType::LargeUtf8 => arr.as_string::<i64>().iter().map(|s| s.unwrap_or("")).collect(),
+        _ => {
+            cast = arrow_cast::cast(arr, &DataType::LargeUtf8).map_err(|e| bad(format!("texts: {e}")))?;
+            cast.as_string::<i64>().iter().map(|s| s.unwrap_or("")).collect()
+        }
+    };
     let h = match &hashes {
         Some(h) => Some(arrow_cast::cast(h.array(), &DataType::LargeUtf8).map_err(|e| bad(format!("hashes: {e}")))?),
         None => None,
@@ -43,13 +48,10 @@ fn classify_sql(py: Python<'_>, texts: PyArray, dialect: &str, hashes: Option<Py
         return Err(bad("texts and hashes must have one entry per statement"));
     }
     let out = py.detach(|| history::classify(&refs, hrefs.as_deref(), dialect));
-    let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(out.iter().map(|c| c.class.id)));
-    let raw: ArrayRef = Arc::new(BooleanArray::from_iter(out.iter().map(|c| Some(c.source == ClassSource::Raw))));
-    let select: ArrayRef = Arc::new(BooleanArray::from_iter(out.iter().map(|c| Some(c.select))));
-    let mut classes: BTreeMap<u64, &str> = BTreeMap::new();
-    for c in &out {
-        classes.entry(c.class.id).or_insert(&c.class.text);
-    }
+    let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(out.rows.iter().map(|c| c.id)));
+    let raw: ArrayRef = Arc::new(BooleanArray::from_iter(out.rows.iter().map(|c| Some(c.source == ClassSource::Raw))));
+    let select: ArrayRef = Arc::new(BooleanArray::from_iter(out.rows.iter().map(|c| Some(c.select))));
+    let classes: BTreeMap<u64, &str> = out.texts.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let per_row = table(vec![("class_id", ids), ("raw", raw), ("select", select)])?;
     let cids: ArrayRef = Arc::new(UInt64Array::from_iter_values(classes.keys().copied()));
     let ctexts: ArrayRef = Arc::new(StringArray::from_iter_values(classes.values().copied()));

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
 use arrow_schema::DataType;
 use autoslo_core::catalog::QueryText;
-use autoslo_core::predictor::{self, Backend, ClusterState, Counterfactual, Dataset, DatasetOptions, FeatureOptions, Predictor, Stage, TraceQuery};
+use autoslo_core::predictor::{self, Backend, ClassFeatures, ClusterState, Counterfactual, Dataset, DatasetOptions, FeatureOptions, Featurizer, Predictor, QueryRef, Stage, TraceQuery};
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -20,12 +20,21 @@ fn text(template: u16, instance: u16) -> QueryText {
     QueryText { template, instance }
 }
 
-/// Trace table → rows (columns as written by `emulate`; `run` optional, default 0).
+/// Trace table → rows (columns as written by `emulate`; `run` optional, default 0). A trace of a
+/// history's queries names each by `class_id` (uint64) instead of `template` and `instance`.
 fn trace_rows(t: PyTable) -> PyResult<Vec<TraceQuery>> {
     let (batches, schema) = t.into_inner();
     let i = |name: &str| -> PyResult<Vec<i64>> { Ok(need(column(&batches, &schema, name, &DataType::Int64)?, name)?.as_primitive::<Int64Type>().values().to_vec()) };
     let f = |name: &str| -> PyResult<Vec<f64>> { Ok(need(column(&batches, &schema, name, &DataType::Float64)?, name)?.as_primitive::<Float64Type>().values().to_vec()) };
-    let (qid, tpl, inst, cl, size) = (i("query_id")?, i("template")?, i("instance")?, i("cluster_id")?, i("cluster_size")?);
+    let (qid, cl, size) = (i("query_id")?, i("cluster_id")?, i("cluster_size")?);
+    let classes: Option<Vec<u64>> = match (schema.index_of("template"), column(&batches, &schema, "class_id", &DataType::UInt64)?) {
+        (Err(_), Some(c)) => Some(c.as_primitive::<UInt64Type>().values().to_vec()),
+        _ => None,
+    };
+    let (tpl, inst) = match classes {
+        Some(_) => (Vec::new(), Vec::new()),
+        None => (i("template")?, i("instance")?),
+    };
     let (arr, end) = (f("arrival")?, f("end")?);
     let cens: Vec<bool> = need(column(&batches, &schema, "censored", &DataType::Boolean)?, "censored")?.as_boolean().iter().map(|b| b.unwrap_or(false)).collect();
     let run = match column(&batches, &schema, "run", &DataType::Int64)? {
@@ -35,10 +44,14 @@ fn trace_rows(t: PyTable) -> PyResult<Vec<TraceQuery>> {
     let mut rows = Vec::with_capacity(qid.len());
     for k in 0..qid.len() {
         let bad = |c: &str, v: i64| AutoSloCoreError::new_err(format!("row {k}: column `{c}` value {v} is out of range"));
+        let query = match &classes {
+            Some(c) => QueryRef::Class(c[k]),
+            None => QueryRef::Tpcds(text(u16::try_from(tpl[k]).map_err(|_| bad("template", tpl[k]))?, u16::try_from(inst[k]).map_err(|_| bad("instance", inst[k]))?)),
+        };
         rows.push(TraceQuery {
             run: u32::try_from(run[k]).map_err(|_| bad("run", run[k]))?,
             query_id: u64::try_from(qid[k]).map_err(|_| bad("query_id", qid[k]))?,
-            text: text(u16::try_from(tpl[k]).map_err(|_| bad("template", tpl[k]))?, u16::try_from(inst[k]).map_err(|_| bad("instance", inst[k]))?),
+            query,
             cluster: cl[k],
             cluster_size: u32::try_from(size[k]).map_err(|_| bad("cluster_size", size[k]))?,
             arrival: arr[k],
@@ -75,9 +88,10 @@ fn dataset_dict<'py>(py: Python<'py>, ds: Dataset) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
-/// Build Iconq+ samples from a trace table (see `autoslo.predictor.dataset`).
+/// Build Iconq+ samples from a trace table (see `autoslo.predictor.dataset`); `classes_path`: the
+/// `classes.json` of a history's classes, for a trace of them.
 #[pyfunction]
-#[pyo3(signature = (trace, stage_path, size_features=true, after_chronological=true, censored_prob=0.0, seed=0, keep_timeouts=true))]
+#[pyo3(signature = (trace, stage_path, size_features=true, after_chronological=true, censored_prob=0.0, seed=0, keep_timeouts=true, classes_path=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn predictor_dataset<'py>(
     py: Python<'py>,
@@ -88,11 +102,13 @@ pub fn predictor_dataset<'py>(
     censored_prob: f64,
     #[pyo3(from_py_with = crate::convert::seed)] seed: u64,
     keep_timeouts: bool,
+    classes_path: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let rows = trace_rows(trace)?;
     let stage = Stage::load(&stage_path).map_err(err)?;
+    let classes = classes_path.map(|p| ClassFeatures::load(&p)).transpose().map_err(err)?;
     let opts = DatasetOptions { features: FeatureOptions { size_features }, after_chronological, censored_prob, seed, keep_timeouts };
-    let ds = py.detach(|| Dataset::build(&rows, &stage, opts)).map_err(err)?;
+    let ds = py.detach(|| Dataset::build(&rows, &Featurizer { stage: &stage, classes: classes.as_ref() }, opts)).map_err(err)?;
     dataset_dict(py, ds)
 }
 
@@ -111,6 +127,22 @@ pub fn stage_estimates(stage_path: PathBuf, template: Vec<u16>, instance: Vec<u1
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)
+}
+
+/// Stage estimates (s) of a history's classes: `plans` holds each row's 34 plan features.
+#[pyfunction]
+#[pyo3(signature = (stage_path, class_id, plans, rpu, use_cache=true))]
+pub fn stage_class_estimates(stage_path: PathBuf, class_id: Vec<u64>, plans: Vec<Vec<f32>>, rpu: Vec<u32>, use_cache: bool) -> PyResult<Vec<f64>> {
+    if class_id.len() != plans.len() || class_id.len() != rpu.len() {
+        return Err(AutoSloCoreError::new_err("class_id, plans and rpu must have the same length"));
+    }
+    let stage = Stage::load(&stage_path).map_err(err)?;
+    (0..class_id.len())
+        .map(|k| {
+            let plan: &[f32; predictor::features::PLAN_DIM] = plans[k].as_slice().try_into().map_err(|_| AutoSloCoreError::new_err(format!("row {k}: {} plan features, expected {}", plans[k].len(), predictor::features::PLAN_DIM)))?;
+            if use_cache { stage.estimate_class(class_id[k], plan, rpu[k]) } else { stage.model_estimate_plan(plan, rpu[k]) }.map_err(err)
+        })
+        .collect()
 }
 
 /// Names of the interaction-feature vector's components.
@@ -232,7 +264,7 @@ impl PyPredictor {
         let rows = trace_rows(trace)?;
         let (ds, pred) = py
             .detach(|| -> autoslo_core::Result<_> {
-                let ds = Dataset::build(&rows, &self.inner.stage, self.inner.eval_options())?;
+                let ds = Dataset::build(&rows, &self.inner.featurizer(), self.inner.eval_options())?;
                 let p = ds.predict(self.inner.kernel())?;
                 Ok((ds, p))
             })

@@ -132,7 +132,7 @@ pub fn arrival_samples(p: &Predictor, rows: &[TraceQuery]) -> Result<Vec<Arrival
                     state.complete(id)?;
                 }
                 let running = state.len();
-                let f = p.query(r.query_id, r.text, r.arrival, size)?;
+                let f = p.featurizer().query(r.query_id, r.query, r.arrival, size)?;
                 let u = state.add_arrival(p.kernel(), f)?;
                 ends.insert(ends.partition_point(|&(e, _)| e > r.end), (r.end, r.query_id));
                 let latency = r.end - r.arrival;

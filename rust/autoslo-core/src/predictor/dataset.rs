@@ -14,8 +14,7 @@ use rayon::prelude::*;
 
 use super::features::{interaction, FeatureOptions, QueryFeatures, INTERACTION_DIM, QUERY_DIM};
 use super::iconq::{predict_sequence, Kernel};
-use super::stage::Stage;
-use crate::catalog::QueryText;
+use super::classes::{Featurizer, QueryRef};
 use crate::error::{AutoSloError, Result};
 use crate::rng::{derive_seed, Rng};
 
@@ -28,7 +27,7 @@ pub struct TraceQuery {
     /// Which trace (run) it belongs to.
     pub run: u32,
     pub query_id: u64,
-    pub text: QueryText,
+    pub query: QueryRef,
     pub cluster: i64,
     pub cluster_size: u32,
     pub arrival: f64,
@@ -80,8 +79,9 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Build samples from trace rows (any order; grouped by run and cluster here).
-    pub fn build(rows: &[TraceQuery], stage: &Stage, opts: DatasetOptions) -> Result<Self> {
+    /// Build samples from trace rows (any order; grouped by run and cluster here), each query's
+    /// features from `features` (a model's Stage, and its classes for a history's queries).
+    pub fn build(rows: &[TraceQuery], features: &Featurizer<'_>, opts: DatasetOptions) -> Result<Self> {
         if !(0.0..=1.0).contains(&opts.censored_prob) {
             return Err(AutoSloError::out_of_range("censored_prob", "in [0, 1]", opts.censored_prob));
         }
@@ -90,7 +90,7 @@ impl Dataset {
             if !(r.end >= r.arrival && r.arrival.is_finite() && r.end.is_finite()) || r.cluster_size == 0 {
                 return Err(AutoSloError::BadColumn { column: "end".into(), problem: format!("row {i}: end {} before arrival {} or size 0", r.end, r.arrival) });
             }
-            queries.push(QueryFeatures::new(r.query_id, r.text.template, r.arrival, stage.estimate(r.text, r.cluster_size)?)?);
+            queries.push(features.query(r.query_id, r.query, r.arrival, r.cluster_size)?);
         }
         let groups = group_rows(rows)?;
         // Per group, the samples' pair lists (built in parallel, concatenated in group order).
@@ -222,7 +222,9 @@ mod tests {
     use super::*;
     use crate::predictor::iconq::tests::random_params;
     use crate::predictor::iconq::NativeKernel;
+    use crate::catalog::QueryText;
     use crate::predictor::incremental::ClusterState;
+    use crate::predictor::stage::Stage;
 
     fn stage() -> Stage {
         let names: Vec<String> = (0..super::super::stage::STAGE_DIM).map(|i| format!("\"f{i}\"")).collect();
@@ -234,7 +236,7 @@ mod tests {
     }
 
     fn row(id: u64, a: f64, e: f64) -> TraceQuery {
-        TraceQuery { run: 0, query_id: id, text: QueryText { template: 3, instance: 1 }, cluster: 0, cluster_size: 8, arrival: a, end: e, censored: false }
+        TraceQuery { run: 0, query_id: id, query: QueryRef::Tpcds(QueryText { template: 3, instance: 1 }), cluster: 0, cluster_size: 8, arrival: a, end: e, censored: false }
     }
 
     #[test]
@@ -242,7 +244,7 @@ mod tests {
         // q0 [0,10), q1 [2,4), q2 [5,20), q3 [12,13)
         let rows = vec![row(0, 0.0, 10.0), row(1, 2.0, 4.0), row(2, 5.0, 20.0), row(3, 12.0, 13.0)];
         let opts = DatasetOptions { features: FeatureOptions { size_features: true }, after_chronological: true, censored_prob: 1.0, seed: 1, keep_timeouts: true };
-        let ds = Dataset::build(&rows, &stage(), opts).unwrap();
+        let ds = Dataset::build(&rows, &Featurizer { stage: &stage(), classes: None }, opts).unwrap();
         let full: Vec<_> = ds.samples.iter().filter(|s| !s.partial).collect();
         assert_eq!(full.len(), 4);
         let nbrs = |which: (u32, u32)| (which.0..which.0 + which.1).map(|p| ds.rows[ds.pair_neighbour[p as usize] as usize].query_id).collect::<Vec<_>>();
@@ -262,7 +264,7 @@ mod tests {
     fn dataset_predictions_match_the_incremental_state() {
         let rows: Vec<_> = (0..30).map(|i| row(i, i as f64, i as f64 + 100.0)).collect();
         let opts = DatasetOptions { features: FeatureOptions { size_features: true }, after_chronological: true, censored_prob: 0.0, seed: 1, keep_timeouts: true };
-        let ds = Dataset::build(&rows, &stage(), opts).unwrap();
+        let ds = Dataset::build(&rows, &Featurizer { stage: &stage(), classes: None }, opts).unwrap();
         let k = NativeKernel::from_named(&random_params(8, 6, 5, 9), "t").unwrap();
         let preds = ds.predict(&k).unwrap();
         let mut c = ClusterState::new(8, opts.features).unwrap();
@@ -279,8 +281,8 @@ mod tests {
     #[test]
     fn rejects_bad_rows() {
         let opts = DatasetOptions { features: FeatureOptions { size_features: true }, after_chronological: true, censored_prob: 0.0, seed: 1, keep_timeouts: true };
-        assert!(Dataset::build(&[row(0, 5.0, 1.0)], &stage(), opts).is_err());
-        assert!(Dataset::build(&[row(0, 0.0, 1.0), row(0, 0.0, 2.0)], &stage(), opts).is_err());
-        assert!(Dataset::build(&[row(0, 0.0, 1.0)], &stage(), DatasetOptions { censored_prob: 2.0, ..opts }).is_err());
+        assert!(Dataset::build(&[row(0, 5.0, 1.0)], &Featurizer { stage: &stage(), classes: None }, opts).is_err());
+        assert!(Dataset::build(&[row(0, 0.0, 1.0), row(0, 0.0, 2.0)], &Featurizer { stage: &stage(), classes: None }, opts).is_err());
+        assert!(Dataset::build(&[row(0, 0.0, 1.0)], &Featurizer { stage: &stage(), classes: None }, DatasetOptions { censored_prob: 2.0, ..opts }).is_err());
     }
 }

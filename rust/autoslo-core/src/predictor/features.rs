@@ -120,6 +120,11 @@ pub struct QueryFeatures {
 impl QueryFeatures {
     /// Features of a query of `template` arriving at `arrival` with Stage estimate `stage_s`.
     pub fn new(id: u64, template: u16, arrival: f64, stage_s: f64) -> Result<Self> {
+        Self::from_plan(id, plan_features().get(template)?, arrival, stage_s)
+    }
+
+    /// Features of a query with plan features `plan` (a TPC-DS template's, or a history class's).
+    pub fn from_plan(id: u64, plan: &[f32; PLAN_DIM], arrival: f64, stage_s: f64) -> Result<Self> {
         if !(stage_s > 0.0 && stage_s.is_finite()) {
             return Err(AutoSloError::out_of_range("Stage estimate", "positive and finite", stage_s));
         }
@@ -127,7 +132,7 @@ impl QueryFeatures {
             return Err(AutoSloError::out_of_range("arrival", "finite", arrival));
         }
         let mut f = [0f32; QUERY_DIM];
-        f[..PLAN_DIM].copy_from_slice(plan_features().get(template)?);
+        f[..PLAN_DIM].copy_from_slice(plan);
         f[PLAN_DIM] = stage_s.ln() as f32;
         Ok(Self { id, arrival, stage_s, f })
     }

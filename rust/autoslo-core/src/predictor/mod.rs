@@ -10,11 +10,13 @@
 //! - [`arrival`]: the correction of predictions made at arrival, before any after-neighbour exists.
 //!
 //! A model directory holds `model.pt` (TorchScript), `stage.json`, `meta.json` and optionally
-//! `arrival.json` (the at-arrival correction, fitted after training); the metadata
+//! `arrival.json` (the at-arrival correction, fitted after training) and `classes.json` (the
+//! plan features of a history's query classes, for a model trained on one); the metadata
 //! names the feature layout, the variant, and SHA-256 digests of the files and the training data.
 //! [`Predictor::load`] checks all of it and verifies the native kernel against libtorch.
 
 pub mod arrival;
+pub mod classes;
 pub mod dataset;
 pub mod features;
 pub mod iconq;
@@ -37,6 +39,7 @@ pub use features::{FeatureOptions, QueryFeatures, FEATURE_VERSION, INTERACTION_D
 pub use iconq::{Kernel, LstmState, NativeKernel};
 pub use incremental::{ArrivalUpdate, BeforePass, ClusterState, Counterfactual, RunningQuery};
 pub use arrival::{ArrivalCorrection, ArrivalSample};
+pub use classes::{ClassFeatures, Featurizer, QueryRef};
 pub use stage::Stage;
 
 #[cfg(all(test, feature = "torch"))]
@@ -67,6 +70,9 @@ pub struct ModelMeta {
     /// SHA-256 of `arrival.json`, if the model has an at-arrival correction.
     #[serde(default)]
     pub arrival_sha256: Option<String>,
+    /// SHA-256 of `classes.json`, if the model was trained on a history's query classes.
+    #[serde(default)]
+    pub classes_sha256: Option<String>,
 }
 
 /// SHA-256 of a file, lowercase hex.
@@ -98,6 +104,9 @@ pub fn read_meta(dir: &Path) -> Result<ModelMeta> {
     let mut files = vec![("model.pt", &m.model_sha256), ("stage.json", &m.stage_sha256)];
     if let Some(a) = &m.arrival_sha256 {
         files.push(("arrival.json", a));
+    }
+    if let Some(c) = &m.classes_sha256 {
+        files.push(("classes.json", c));
     }
     for (file, want) in files {
         let got = sha256_file(&dir.join(file))?;
@@ -134,6 +143,8 @@ pub struct Predictor {
     pub stage: Arc<Stage>,
     /// The at-arrival correction (`arrival.json`), if the model has one and it is in use.
     pub arrival: Option<Arc<ArrivalCorrection>>,
+    /// The plan features of a history's classes (`classes.json`), for a model trained on one.
+    pub classes: Option<Arc<ClassFeatures>>,
     pub dir: PathBuf,
     native: Arc<NativeKernel>,
     #[cfg(feature = "torch")]
@@ -166,7 +177,11 @@ impl Predictor {
         if (e, h) != (meta.embedding, meta.hidden) {
             return Err(AutoSloError::model(dir.display(), format!("model.pt has embedding {e}/hidden {h} but meta.json says {}/{}", meta.embedding, meta.hidden)));
         }
-        let mut p = Self { meta, stage: Arc::new(stage), arrival, dir: dir.to_path_buf(), native: Arc::new(native), tch: Arc::new(tch), backend, verified_max_abs_diff: 0.0 };
+        let classes = match meta.classes_sha256 {
+            Some(_) => Some(Arc::new(ClassFeatures::load(&dir.join("classes.json"))?)),
+            None => None,
+        };
+        let mut p = Self { meta, stage: Arc::new(stage), arrival, classes, dir: dir.to_path_buf(), native: Arc::new(native), tch: Arc::new(tch), backend, verified_max_abs_diff: 0.0 };
         let diff = p.verify(24, 0)?;
         if diff > VERIFY_TOLERANCE {
             return Err(AutoSloError::model(dir.display(), format!("native kernel differs from libtorch by {diff:e} (> {VERIFY_TOLERANCE:e}) in ln seconds")));
@@ -288,6 +303,11 @@ impl Predictor {
     /// A query's features on a cluster of `size` RPU (Stage estimate included).
     pub fn query(&self, id: u64, text: QueryText, arrival: f64, size: u32) -> Result<QueryFeatures> {
         QueryFeatures::new(id, text.template, arrival, self.stage.estimate(text, size)?)
+    }
+
+    /// How this model featurises a query (a TPC-DS text, or one of its classes).
+    pub fn featurizer(&self) -> Featurizer<'_> {
+        Featurizer { stage: &self.stage, classes: self.classes.as_deref() }
     }
 
     /// Incremental state of an idle cluster of `size` RPU.

@@ -1,11 +1,12 @@
 //! Stage: the concurrency-unaware latency estimate ℓ̂ of a query on a cluster size (§4.1, [57]).
 //!
 //! Two tiers, as Stage has them: a cache of measured isolated runtimes per (template, instance,
-//! size), and for everything else a gradient-boosted tree ensemble over the query's plan features
-//! and the size, trained in Python (xgboost) on isolated executions only and exported to the portable
-//! JSON read here. Evaluation is a plain tree walk: no Python on the hot path.
+//! size) — or, for a model trained on a warehouse's history, per (class, size) — and for everything
+//! else a gradient-boosted tree ensemble over the query's plan features and the size, trained in
+//! Python (xgboost) on isolated executions only and exported to the portable JSON read here. A
+//! class's tree inputs have instance 0. Evaluation is a plain tree walk: no Python on the hot path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,6 +34,9 @@ struct StageJson {
     trees: Vec<TreeJson>,
     /// (template, instance, rpu, mean isolated runtime s, runs)
     cache: Vec<(u16, u16, u32, f64, u32)>,
+    /// (class id, rpu, median isolated runtime s, runs): a model trained on a history.
+    #[serde(default)]
+    class_cache: Vec<(u64, u32, f64, u32)>,
 }
 
 /// A Stage model: measured cache plus tree ensemble predicting ln(isolated runtime).
@@ -40,6 +44,7 @@ struct StageJson {
 pub struct Stage {
     trees: Trees,
     cache: BTreeMap<(u16, u16, u32), f64>,
+    class_cache: HashMap<(u64, u32), f64>,
     memo: Memo,
 }
 
@@ -100,17 +105,54 @@ impl Stage {
             }
             cache.insert((t, i, rpu), mean);
         }
-        Ok(Self { trees, cache, memo: Memo::new() })
+        let mut class_cache = HashMap::with_capacity(j.class_cache.len());
+        for &(c, rpu, runtime, _) in &j.class_cache {
+            if !(runtime > 0.0 && runtime.is_finite()) || rpu == 0 {
+                return Err(bad(format!("class cache entry ({c}, {rpu}) has runtime {runtime}")));
+            }
+            class_cache.insert((c, rpu), runtime);
+        }
+        Ok(Self { trees, cache, class_cache, memo: Memo::new() })
     }
 
     /// Tree inputs of a query on `rpu`.
     pub fn inputs(text: QueryText, rpu: u32) -> Result<[f32; STAGE_DIM]> {
+        Ok(Self::plan_inputs(plan_features().get(text.template)?, text.instance, rpu))
+    }
+
+    /// Tree inputs of a query with plan features `plan` (instance 0 for a history's class).
+    pub fn plan_inputs(plan: &[f32; PLAN_DIM], instance: u16, rpu: u32) -> [f32; STAGE_DIM] {
         let mut x = [0f32; STAGE_DIM];
-        x[..PLAN_DIM].copy_from_slice(plan_features().get(text.template)?);
-        x[PLAN_DIM] = text.instance as f32;
+        x[..PLAN_DIM].copy_from_slice(plan);
+        x[PLAN_DIM] = instance as f32;
         x[PLAN_DIM + 1] = rpu as f32;
         x[PLAN_DIM + 2] = (rpu as f32).log2();
-        Ok(x)
+        x
+    }
+
+    /// ℓ̂ of a history's class: its median isolated runtime on `rpu` if the training history
+    /// measured one, else the tree estimate from its plan features.
+    pub fn estimate_class(&self, class: u64, plan: &[f32; PLAN_DIM], rpu: u32) -> Result<f64> {
+        if rpu == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", rpu));
+        }
+        match self.class_cache.get(&(class, rpu)) {
+            Some(&m) => Ok(m),
+            None => self.model_estimate_plan(plan, rpu),
+        }
+    }
+
+    /// The tree ensemble's estimate (s) for a class's plan features, ignoring the cache.
+    pub fn model_estimate_plan(&self, plan: &[f32; PLAN_DIM], rpu: u32) -> Result<f64> {
+        if rpu == 0 {
+            return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", rpu));
+        }
+        Ok((self.trees.eval(&Self::plan_inputs(plan, 0, rpu)) as f64).exp())
+    }
+
+    /// Whether the class cache holds a measurement for this class and size.
+    pub fn is_class_cached(&self, class: u64, rpu: u32) -> bool {
+        self.class_cache.contains_key(&(class, rpu))
     }
 
     /// The tree ensemble's estimate (s), ignoring the cache.
@@ -154,7 +196,7 @@ impl Stage {
     }
 
     pub fn cache_len(&self) -> usize {
-        self.cache.len()
+        self.cache.len() + self.class_cache.len()
     }
 }
 
@@ -200,6 +242,17 @@ mod tests {
         assert!(s.memo.slot(t, 16).is_some() && s.memo.slot(t, 24).is_none() && s.memo.slot(far, 16).is_none() && s.memo.slot(t, 2048).is_none());
         assert_eq!(format!("{:?}", s.memo), format!("Memo(4 of {} filled)", NUM_TEMPLATES as usize * NUM_INSTANCES as usize * MEMO_SIZES));
         assert!(s.estimate(QueryText { template: 0, instance: 1 }, 16).is_err());
+    }
+
+    #[test]
+    fn classes_use_their_cache_then_the_trees() {
+        let s = Stage::from_json(&tiny("").replace("\"cache\":[]", "\"cache\":[],\"class_cache\":[[18446744073709551615,8,3.5,4]]"), "test").unwrap();
+        let plan = [0f32; PLAN_DIM];
+        assert_eq!(s.estimate_class(u64::MAX, &plan, 8).unwrap(), 3.5);
+        assert!(s.is_class_cached(u64::MAX, 8) && !s.is_class_cached(u64::MAX, 16));
+        assert!((s.estimate_class(u64::MAX, &plan, 16).unwrap() - 1.5f64.exp()).abs() < 1e-5);
+        assert!(s.estimate_class(1, &plan, 0).is_err());
+        assert!(Stage::from_json(&tiny("").replace("\"cache\":[]", "\"cache\":[],\"class_cache\":[[1,8,0.0,1]]"), "t").is_err());
     }
 
     #[test]

@@ -89,62 +89,127 @@ fn ends_operand(prev: Option<&Token>) -> bool {
 /// The normalised text of `sql` (see the module's documentation).
 pub fn normalize(sql: &str, dialect: Dialect) -> Result<String> {
     let tokens = Tokenizer::new(dialect.parser(), sql).tokenize().map_err(|e| AutoSloError::Sql(e.to_string()))?;
-    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF)).collect();
-    let mut out: Vec<String> = Vec::with_capacity(tokens.len());
-    let mut i = 0;
-    while i < tokens.len() {
-        let t = &tokens[i];
-        let prev = i.checked_sub(1).map(|k| &tokens[k]);
-        if matches!(t, Token::Minus | Token::Plus) && tokens.get(i + 1).is_some_and(is_literal) && !ends_operand(prev) {
-            i += 1; // a literal's sign: the literal follows
-            continue;
-        }
-        if is_literal(t) {
-            out.push(LITERAL.into());
-        } else if let Token::Word(w) = t {
-            match w.quote_style {
-                None => out.push(w.value.to_lowercase()),
-                Some(_) => out.push(t.to_string()),
-            }
-        } else {
-            out.push(t.to_string());
-        }
-        i += 1;
-    }
-    while out.last().is_some_and(|t| t == ";") {
-        out.pop();
-    }
-    if out.is_empty() {
-        return Err(AutoSloError::Sql("no statement (empty, or only comments)".into()));
-    }
-    Ok(collapse_lists(out).join(" "))
+    normalize_tokens(&tokens, sql.len())
 }
 
-/// `( ? , ? , … )` becomes `( ? )`.
-fn collapse_lists(tokens: Vec<String>) -> Vec<String> {
-    let mut out = Vec::with_capacity(tokens.len());
+/// One token of the normalised text.
+enum Piece<'a> {
+    /// A literal or bind parameter: `?`.
+    Lit,
+    /// An unquoted word, lower-cased when written.
+    Lower(&'a str),
+    Static(&'static str),
+    Owned(String),
+}
+
+impl Piece<'_> {
+    fn is(&self, s: &str) -> bool {
+        match self {
+            Piece::Lit => s == LITERAL,
+            Piece::Lower(w) => *w == s,
+            Piece::Static(x) => *x == s,
+            Piece::Owned(x) => x == s,
+        }
+    }
+}
+
+/// The symbols most texts are made of, without an allocation each.
+fn symbol(t: &Token) -> Option<&'static str> {
+    Some(match t {
+        Token::Comma => ",",
+        Token::LParen => "(",
+        Token::RParen => ")",
+        Token::Period => ".",
+        Token::Eq => "=",
+        Token::Neq => "<>",
+        Token::Lt => "<",
+        Token::Gt => ">",
+        Token::LtEq => "<=",
+        Token::GtEq => ">=",
+        Token::Plus => "+",
+        Token::Minus => "-",
+        Token::Mul => "*",
+        Token::Div => "/",
+        Token::SemiColon => ";",
+        Token::StringConcat => "||",
+        Token::DoubleColon => "::",
+        _ => return None,
+    })
+}
+
+/// The normalised text of a statement's tokens (`capacity`: a hint, the text's length).
+pub(crate) fn normalize_tokens(all: &[Token], capacity: usize) -> Result<String> {
+    let tokens: Vec<&Token> = all.iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF)).collect();
+    let mut pieces: Vec<Piece<'_>> = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|k| tokens[k]);
+        if matches!(t, Token::Minus | Token::Plus) && tokens.get(i + 1).is_some_and(|n| is_literal(n)) && !ends_operand(prev) {
+            continue; // a literal's sign: the literal follows
+        }
+        pieces.push(if is_literal(t) {
+            Piece::Lit
+        } else if let Token::Word(w) = t {
+            match w.quote_style {
+                None => Piece::Lower(&w.value),
+                Some(_) => Piece::Owned(t.to_string()),
+            }
+        } else {
+            match symbol(t) {
+                Some(s) => Piece::Static(s),
+                None => Piece::Owned(t.to_string()),
+            }
+        });
+    }
+    while pieces.last().is_some_and(|p| p.is(";")) {
+        pieces.pop();
+    }
+    if pieces.is_empty() {
+        return Err(AutoSloError::Sql("no statement (empty, or only comments)".into()));
+    }
+    let mut out = String::with_capacity(capacity);
     let mut i = 0;
-    while i < tokens.len() {
-        if tokens[i] == "(" {
+    while i < pieces.len() {
+        // `( ? , ? , … )` becomes `( ? )`.
+        if pieces[i].is("(") {
             let mut j = i + 1;
             let mut n = 0;
-            while j + 1 < tokens.len() && tokens[j] == LITERAL && (tokens[j + 1] == "," || tokens[j + 1] == ")") {
+            while j + 1 < pieces.len() && matches!(pieces[j], Piece::Lit) && (pieces[j + 1].is(",") || pieces[j + 1].is(")")) {
                 n += 1;
-                if tokens[j + 1] == ")" {
+                if pieces[j + 1].is(")") {
                     break;
                 }
                 j += 2;
             }
-            if n > 1 && j + 1 < tokens.len() && tokens[j + 1] == ")" {
-                out.extend(["(", LITERAL, ")"].map(String::from));
+            if n > 1 && j + 1 < pieces.len() && pieces[j + 1].is(")") {
+                write_piece(&mut out, &Piece::Static("("));
+                write_piece(&mut out, &Piece::Lit);
+                write_piece(&mut out, &Piece::Static(")"));
                 i = j + 2;
                 continue;
             }
         }
-        out.push(tokens[i].clone());
+        write_piece(&mut out, &pieces[i]);
         i += 1;
     }
-    out
+    Ok(out)
+}
+
+fn write_piece(out: &mut String, p: &Piece<'_>) {
+    if !out.is_empty() {
+        out.push(' ');
+    }
+    match p {
+        Piece::Lit => out.push_str(LITERAL),
+        Piece::Lower(w) if w.is_ascii() => {
+            let at = out.len();
+            out.push_str(w);
+            // Lower-casing ASCII bytes in place keeps the string UTF-8 (no unsafe needed).
+            out[at..].make_ascii_lowercase();
+        }
+        Piece::Lower(w) => out.push_str(&w.to_lowercase()),
+        Piece::Static(s) => out.push_str(s),
+        Piece::Owned(s) => out.push_str(s),
+    }
 }
 
 #[cfg(test)]
