@@ -85,7 +85,7 @@ reproduce: build
 	autoslo reproduce all --out docs/results
 
 bench: deps
-	cargo bench -p autoslo-core --bench emulator --bench billing
+	cargo bench -p autoslo-core --bench emulator --bench billing --bench sql
 	LD_LIBRARY_PATH=$(TORCH_LIB) cargo bench -p autoslo-core --features torch --bench predictor --bench router --bench autoscaler --bench tuner
 
 # Live routing from Python at 8 x 32 running, arrivals back to back, 50 ms and 2 s apart (about 2 min).

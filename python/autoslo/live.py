@@ -96,6 +96,16 @@ def _tpcds_extension() -> str:
     return str(found[-1])
 
 
+def tpcds_queries() -> dict[int, str]:
+    """The 99 TPC-DS query texts of DuckDB's ``tpcds`` extension, by template (offline, from the
+    ``duckdb-extension-tpcds`` package of the ``autoslo[live]`` extra)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"LOAD '{_tpcds_extension()}'")
+    return {int(n): q for n, q in con.execute("SELECT query_nr, query FROM tpcds_queries() ORDER BY 1").fetchall()}
+
+
 def prepare_tpcds(root: str | PathLike[str] | None = None, scale: float = 0.01, query_timeout_s: float = 20.0, replace: bool = False) -> LocalData:
     """Generate TPC-DS at ``scale`` with DuckDB's dsdgen, load it into a fresh PostgreSQL data
     directory under ``root`` (default :func:`default_data_dir`), and keep the TPC-DS queries that

@@ -4,6 +4,7 @@ control plane's log in trace form (:func:`from_served`)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -64,3 +65,34 @@ def from_served(log: pa.Table, day: dt.date | None = None) -> pa.Table:
     t = t.append_column("end", pa.array(arrival + latency, pa.float64()))
     t = t.append_column("censored", pc.equal(t["outcome"], "timeout"))
     return t.take(pc.sort_indices(t, [("arrival", "ascending")]))
+
+
+def to_history(trace: pa.Table, sql: Mapping[int, str], day: dt.date = dt.date(2024, 5, 1)) -> pa.Table:
+    """A trace (``autoslo emulate --trace``, ``autoslo live --trace``) as a ``SYS_QUERY_HISTORY``
+    export, what ``autoslo predictor data --from-history`` reads: each query that ran, with
+    ``start_time`` and ``end_time`` on ``day`` (its arrival and end), ``status`` ``success`` (or
+    ``canceled`` for a timed-out one), its template's SQL from ``sql`` as ``query_text``,
+    ``query_type`` SELECT, and its cluster as ``workgroup`` (``c<cluster_id>``) with its ``rpu``.
+    A query whose template has no SQL in ``sql`` raises ``ValueError``."""
+    t = trace
+    if "outcome" in t.column_names:
+        t = t.filter(pc.is_in(t["outcome"], pa.array(["completed", "timeout"])))
+    missing = sorted(set(t["template"].to_pylist()) - set(sql))
+    if missing:
+        raise ValueError(f"no SQL for template(s) {', '.join(map(str, missing[:10]))}")
+    origin = np.datetime64(day.isoformat(), "us")
+    to_ts = lambda s: pa.array(origin + (t[s].to_numpy(zero_copy_only=False) * 1e6).astype("timedelta64[us]"))  # noqa: E731
+    timeout = t["outcome"].to_numpy(zero_copy_only=False) == "timeout" if "outcome" in t.column_names else t["censored"].to_numpy(zero_copy_only=False)
+    return pa.table(
+        {
+            "query_id": t["query_id"],
+            "start_time": to_ts("arrival"),
+            "end_time": to_ts("end"),
+            "status": pa.array(np.where(timeout, "canceled", "success")),
+            "query_type": pa.array(["SELECT"] * t.num_rows),
+            "result_cache_hit": pa.array(np.zeros(t.num_rows, bool)),
+            "query_text": pa.array([sql[k] for k in t["template"].to_pylist()]),
+            "workgroup": pa.array([f"c{c}" for c in t["cluster_id"].to_pylist()]),
+            "rpu": t["cluster_size"],
+        }
+    )

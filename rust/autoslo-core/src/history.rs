@@ -179,6 +179,17 @@ fn summarize(c: &ClassInput, dialect: Dialect) -> (Option<PlanSummary>, Option<S
     }
 }
 
+/// A new statement's class and plan features under `schema`, from its SQL alone (one
+/// tokenization; what routing a statement of an unseen class costs). A statement the parser
+/// cannot read gets the fallback features (zeros).
+pub fn featurize_statement(sql: &str, dialect: Dialect, schema: &PlanSchema) -> Result<(QueryClass, [f32; PLAN_DIM], FeatureSource)> {
+    let (class, summary) = crate::sql::class_and_summary(sql, dialect)?;
+    Ok(match summary {
+        Ok(s) => (class, schema.vector(&s), FeatureSource::Sql),
+        Err(_) => (class, [0.0; PLAN_DIM], FeatureSource::Fallback),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ pub mod identity;
 pub mod shape;
 
 pub use identity::{class_of_hash, QueryClass};
-pub use shape::sql_summary;
+pub use shape::{class_and_summary, sql_summary};
 
 use sqlparser::dialect::{Dialect as ParserDialect, GenericDialect, PostgreSqlDialect, RedshiftSqlDialect};
 

@@ -29,6 +29,22 @@ pub fn sql_summary(sql: &str, dialect: Dialect) -> Result<PlanSummary> {
     Ok(summary_of(statement))
 }
 
+/// A statement's class and parse-tree summary from one tokenization (what featurising a new
+/// statement at routing time costs). The class is an error if the tokenizer cannot read it; the
+/// summary, if the parser cannot.
+pub fn class_and_summary(sql: &str, dialect: Dialect) -> Result<(super::QueryClass, Result<PlanSummary>)> {
+    let tokens = sqlparser::tokenizer::Tokenizer::new(dialect.parser(), sql).tokenize().map_err(|e| AutoSloError::Sql(e.to_string()))?;
+    let text = super::identity::normalize_tokens(&tokens, sql.len())?;
+    let class = super::QueryClass { id: super::identity::hash_text(&text), text };
+    let parsed = Parser::new(dialect.parser()).with_tokens(tokens).parse_statements().map_err(|e| AutoSloError::Sql(e.to_string()));
+    let summary = parsed.and_then(|st| match st.as_slice() {
+        [s] => Ok(summary_of(s)),
+        [] => Err(AutoSloError::Sql("no statement".into())),
+        more => Err(AutoSloError::Sql(format!("{} statements, expected one", more.len()))),
+    });
+    Ok((class, summary))
+}
+
 /// Whether `sql` is a read (a SELECT, or a WITH … SELECT), as the history keeps it.
 pub fn is_select(statement: &Statement) -> bool {
     matches!(statement, Statement::Query(_))
@@ -181,6 +197,16 @@ mod tests {
         assert_eq!(s.depth, 2);
         assert!(s.nodes.iter().all(|n| n.rows == 0.0));
         assert_eq!(s.source, SummarySource::Sql);
+    }
+
+    #[test]
+    fn one_tokenization_gives_the_same_class_and_summary() {
+        let sql = "select a, count(*) from t join u on t.k = u.k where x in (1, 2) group by a";
+        let (c, s) = class_and_summary(sql, Dialect::Postgres).unwrap();
+        assert_eq!(c, super::super::QueryClass::of(sql, Dialect::Postgres).unwrap());
+        assert_eq!(s.unwrap(), sql_summary(sql, Dialect::Postgres).unwrap());
+        let (_, bad) = class_and_summary("select from where", Dialect::Postgres).unwrap();
+        assert!(bad.is_err());
     }
 
     #[test]
