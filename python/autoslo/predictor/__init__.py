@@ -26,6 +26,8 @@ and each class's plan features, with a report of what was kept and set aside::
 
 from __future__ import annotations
 
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +73,10 @@ __all__ = [
     "generate_traces",
     "load",
     "load_traces",
+    "print_arrival",
     "train",
     "train_stage",
+    "train_variants",
 ]
 
 
@@ -81,6 +85,46 @@ def train(*args: Any, **kwargs: Any) -> Any:
     from autoslo.predictor.training import train as _train
 
     return _train(*args, **kwargs)
+
+
+def train_variants(traces: TraceSet, out: Path, variants: list[str], base: TrainConfig, layout_bundle: bool) -> dict:
+    """What ``autoslo predictor train`` does: Stage (on a history's classes for an imported
+    history), then each variant in ``variants`` into ``out`` (``layout_bundle``: one
+    subdirectory per variant, as the bundle has them) with its at-arrival correction. Progress
+    goes to standard error; returns every step's report."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        stage_path = Path(tmp) / "stage.json"
+        classes_path = None
+        if traces.classes is not None:
+            from autoslo.predictor.stage import train_stage_classes, write_classes_json
+
+            classes_path = write_classes_json(traces.classes, traces.plan_schema or "", Path(tmp) / "classes.json")
+            stage_report = train_stage_classes(traces.train, traces.classes, stage_path, seed=base.seed)
+            print(f"Stage: {stage_report['samples']} isolated runs of the history, leave-class-out Q-error p50 {stage_report['leave_class_out_qerror']['p50']:.2f}", file=sys.stderr)
+        else:
+            stage_report = train_stage(traces.train, stage_path, seed=base.seed)
+            print(f"Stage: {stage_report['samples']} isolated runs, leave-template-out Q-error p50 {stage_report['leave_template_out_qerror']['p50']:.2f}", file=sys.stderr)
+        reports = {"stage": stage_report}
+        data_meta = {"data": traces.manifest.get("config", {}), "stage": stage_report}
+        for v in variants:
+            cfg = TrainConfig(**{**base.__dict__, "variant": v})
+            target = out / BUNDLED[v] if layout_bundle else out
+            reports[v] = train(traces.train, traces.val, stage_path, target, cfg, traces.manifest.get("sha256", {}).get("train", ""), data_meta, classes_path=classes_path)
+            print(f"{v}: best validation loss {reports[v]['best_val_loss']:.4f} after {reports[v]['epochs']} epochs → {target}", file=sys.stderr)
+            reports[v]["arrival"] = fit_arrival(target, traces.train, traces.val, traces.test, seed=base.seed, threads=base.threads)
+            print_arrival(v, reports[v]["arrival"])
+    return reports
+
+
+def print_arrival(name: str, r: dict) -> None:
+    split = "test" if "test" in r else "val"
+    raw, cor = r[split]["raw"], r[split]["corrected"]
+    print(
+        f"{name}: at-arrival Q-error on {split} p50/p90 {raw['overall']['p50']:.2f}/{raw['overall']['p90']:.2f} raw → "
+        f"{cor['overall']['p50']:.2f}/{cor['overall']['p90']:.2f} corrected (mean ln residual {raw['mean_ln_residual']:+.3f} → {cor['mean_ln_residual']:+.3f})",
+        file=sys.stderr,
+    )
 
 
 def noise_floor() -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from autoslo import argtypes
@@ -24,49 +23,13 @@ def _config(args: argparse.Namespace) -> P.TrainConfig:
     return P.TrainConfig(**kw)
 
 
-def _train_variants(traces: P.TraceSet, out: Path, variants: list[str], base: P.TrainConfig, layout_bundle: bool) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        stage_path = Path(tmp) / "stage.json"
-        classes_path = None
-        if traces.classes is not None:
-            from autoslo.predictor.stage import train_stage_classes, write_classes_json
-
-            classes_path = write_classes_json(traces.classes, traces.plan_schema or "", Path(tmp) / "classes.json")
-            stage_report = train_stage_classes(traces.train, traces.classes, stage_path, seed=base.seed)
-            print(f"Stage: {stage_report['samples']} isolated runs of the history, leave-class-out Q-error p50 {stage_report['leave_class_out_qerror']['p50']:.2f}", file=sys.stderr)
-        else:
-            stage_report = P.train_stage(traces.train, stage_path, seed=base.seed)
-            print(f"Stage: {stage_report['samples']} isolated runs, leave-template-out Q-error p50 {stage_report['leave_template_out_qerror']['p50']:.2f}", file=sys.stderr)
-        reports = {"stage": stage_report}
-        data_meta = {"data": traces.manifest.get("config", {}), "stage": stage_report}
-        for v in variants:
-            cfg = P.TrainConfig(**{**base.__dict__, "variant": v})
-            target = out / P.BUNDLED[v] if layout_bundle else out
-            reports[v] = P.train(traces.train, traces.val, stage_path, target, cfg, traces.manifest.get("sha256", {}).get("train", ""), data_meta, classes_path=classes_path)
-            print(f"{v}: best validation loss {reports[v]['best_val_loss']:.4f} after {reports[v]['epochs']} epochs → {target}", file=sys.stderr)
-            reports[v]["arrival"] = P.fit_arrival(target, traces.train, traces.val, traces.test, seed=base.seed, threads=base.threads)
-            _print_arrival(v, reports[v]["arrival"])
-    return reports
-
-
-def _print_arrival(name: str, r: dict) -> None:
-    split = "test" if "test" in r else "val"
-    raw, cor = r[split]["raw"], r[split]["corrected"]
-    print(
-        f"{name}: at-arrival Q-error on {split} p50/p90 {raw['overall']['p50']:.2f}/{raw['overall']['p90']:.2f} raw → "
-        f"{cor['overall']['p50']:.2f}/{cor['overall']['p90']:.2f} corrected (mean ln residual {raw['mean_ln_residual']:+.3f} → {cor['mean_ln_residual']:+.3f})",
-        file=sys.stderr,
-    )
-
-
 def cmd_arrival(args: argparse.Namespace) -> int:
     traces = P.load_traces(args.traces)
     models = args.models or [str(P.bundled_model_dir(v)) for v in P.BUNDLED]
     reports = {}
     for m in models:
         reports[m] = P.fit_arrival(m, traces.train, traces.val, traces.test, seed=args.seed, threads=args.threads)
-        _print_arrival(m, reports[m])
+        P.print_arrival(m, reports[m])
     if args.json:
         print(json.dumps(reports, indent=1))
     return 0
@@ -116,7 +79,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     traces = P.load_traces(args.traces)
     variants = list(P.VARIANTS) if args.variant == "all" else [args.variant]
-    reports = _train_variants(traces, Path(args.out), variants, _config(args), layout_bundle=args.variant == "all")
+    reports = P.train_variants(traces, Path(args.out), variants, _config(args), layout_bundle=args.variant == "all")
     if args.json:
         print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "history"} for k, v in reports.items()}, indent=1))
     return 0
@@ -125,7 +88,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_bundle(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else P.bundled_model_dir().parent
     traces = P.generate_traces(P.DataConfig(), out=None)
-    reports = _train_variants(traces, out, list(P.VARIANTS), _config(args), layout_bundle=True)
+    reports = P.train_variants(traces, out, list(P.VARIANTS), _config(args), layout_bundle=True)
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "history"} for k, v in reports.items()}, indent=1))
     return 0
 
