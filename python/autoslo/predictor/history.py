@@ -406,7 +406,7 @@ def from_history(
 
     # Classes: executions (all, and in train), an example text, a plan.
     cls = class_id[idx]
-    uniq, first, counts = np.unique(cls, return_index=True, return_counts=True)
+    uniq, counts = np.unique(cls, return_counts=True)
     train_counts = dict(zip(*np.unique(cls[part_of == 0], return_counts=True)))
     plan_of: dict[int, tuple[str, str]] = {}
     for k, x in enumerate(plans):
@@ -427,8 +427,7 @@ def from_history(
             q = int(qids[r])
             plan_for[c] = (plan_of[q][0], plan_of[q][1], None) if q in plan_of else ("rows", None, q)
     sql_col, plan_col, fmt_col, pq_col = [], [], [], []
-    for u, f0 in zip(uniq.tolist(), first.tolist()):
-        row = idx[f0]
+    for u in uniq.tolist():
         sql_col.append(examples.get(u))
         fmt, text, q = plan_for.get(u, ("none", None, None))
         fmt_col.append(fmt)
