@@ -195,6 +195,8 @@ def test_cli_imports_trains_and_evaluates(tmp_path: Path, capsys):
     assert "noise_floor" not in ev
     assert ev["concurrency_blind"]["overall"]["n"] == ev["variants"]["iconq+"]["overall"]["n"] > 0
     assert ev["concurrency_blind"]["classes_not_in_training"] == 0
+    paths = ev["variants"]["iconq+"]["stage_paths"]
+    assert paths["cache"]["n"] + paths["trees"]["n"] == ev["variants"]["iconq+"]["overall"]["n"]
 
 
 def test_leave_class_out_split_keeps_each_class_in_one_part(tmp_path: Path):

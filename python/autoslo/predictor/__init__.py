@@ -26,6 +26,7 @@ and each class's plan features, with a report of what was kept and set aside::
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -64,6 +65,7 @@ __all__ = [
     "VARIANTS",
     "bundled_model_dir",
     "concurrency_blind",
+    "stage_paths",
     "qerror_summary",
     "evaluate",
     "noise_floor",
@@ -189,6 +191,20 @@ def concurrency_blind(train: pa.Table, trace: pa.Table, r: dict) -> dict:
     }
 
 
+def stage_paths(model: str | Path, trace: pa.Table, r: dict) -> dict:
+    """Which path each scored query of a history's trace took in a model's Stage: ``cache`` (its
+    class ran alone on that size in training: the measured median) or ``trees`` (its features:
+    a class or size training never saw alone), with Iconq+'s Q-error on each."""
+    doc = json.loads((Path(model) / "stage.json").read_text())
+    cached = {(int(c), int(s)) for c, s, *_ in doc.get("class_cache", [])}
+    runs = trace["run"].to_pylist() if "run" in trace.column_names else [0] * trace.num_rows
+    cls = dict(zip(zip(runs, trace["query_id"].to_pylist()), trace["class_id"].to_pylist()))
+    keep = ~r["censored"]
+    hit = np.array([(cls[(a, q)], s) in cached for a, q, s in zip(r["run"][keep].tolist(), r["query_id"][keep].tolist(), r["cluster_size"][keep].tolist())], bool)
+    lp, ll = r["ln_pred"][keep], r["ln_label"][keep]
+    return {"cache": qerror_summary(lp[hit], ll[hit]) if hit.any() else {"n": 0}, "trees": qerror_summary(lp[~hit], ll[~hit]) if (~hit).any() else {"n": 0}}
+
+
 def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None, train: pa.Table | None = None) -> dict:
     """Q-error p50/p90/p95 of each model on a trace, overall and per cluster size; with the mean
     ln residual (ln latency − ln prediction: positive when the model predicts too fast), and per
@@ -200,7 +216,8 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
     with their full neighbour sets are scored, as in the paper's Figure 7a. With ``train`` (the
     training trace), ``concurrency_blind`` scores the per-class median latency of it on the same
     queries (:func:`concurrency_blind`). On a history's trace (``class_id``), ``noise_floor`` is
-    left out: it is the TPC-DS measurements'.
+    left out (it is the TPC-DS measurements') and ``stage_paths`` says how many queries Stage
+    knew from a measured run and how many it estimated from features (:func:`stage_paths`).
     """
     if models is None:
         models = {v: bundled_model_dir(v) for v in BUNDLED if bundled_model_dir(v).is_dir()}
@@ -224,6 +241,7 @@ def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None
             "mean_ln_residual": float(np.mean(ll - lp)) if len(ll) else float("nan"),
             "per_rpu": {int(s): qerror_summary(lp[size == s], ll[size == s]) for s in np.unique(size)},
             **({"per_class": _per_class(lp, ll, classes[keep])} if classes is not None else {}),
+            **({"stage_paths": stage_paths(path, trace, r)} if history else {}),
             "stage_only": stage_q,
             "censored_excluded": int((~keep).sum()),
             "native_vs_tch_max_abs_diff": float(p.verified_max_abs_diff),
