@@ -14,7 +14,7 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -124,6 +124,31 @@ def export_booster(booster: Any) -> tuple[float, list[dict]]:
     return base, trees
 
 
+def _export_stage(booster: Any, x: np.ndarray, plan_names: list[str], caches: dict[str, list], out: str | Path, rust_estimates: Callable[[str], list[float]]) -> float:
+    """Write ``stage.json`` (the booster's trees and ``caches``) to ``out``, read it back through
+    the Rust core (``rust_estimates``: its tree estimates of the rows of ``x``, in seconds) and
+    return the largest |Rust − xgboost| in ln seconds; an error if it exceeds 1e-4."""
+    import xgboost as xgb
+
+    base, trees = export_booster(booster)
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "feature_version": FEATURE_VERSION,
+        "features": plan_names + ["instance", "rpu", "log2_rpu"],
+        "base_score": base,
+        "trees": trees,
+        **caches,
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, separators=(",", ":")))
+    diff = float(np.max(np.abs(np.log(rust_estimates(str(out))) - booster.predict(xgb.DMatrix(x)))))
+    if diff > 1e-4:
+        raise RuntimeError(f"exported Stage disagrees with xgboost by {diff:.2e} in ln seconds")
+    return diff
+
+
 def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estimators: int = 150, max_depth: int = 4) -> dict:
     """Fit Stage on isolated executions, write ``stage.json`` to `out`, check Rust against xgboost.
 
@@ -151,28 +176,13 @@ def train_stage(trace: pa.Table | None, out: str | Path, seed: int = 0, n_estima
             qerr.append(np.exp(np.abs(m.predict(xgb.DMatrix(x[test])) - ly[test])))
     q = np.concatenate(qerr)
     booster = fit(np.ones(len(ly), dtype=bool))
-    base, trees = export_booster(booster)
     names, _ = plan_feature_table()
     cache: dict[tuple[int, int, int], list[float]] = {}
     for tt, ii, ss, yy, rr in zip(t, i, s, y, real):
         if rr:
             cache.setdefault((int(tt), int(ii), int(ss)), []).append(float(yy))
-    doc = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "feature_version": FEATURE_VERSION,
-        "features": names + ["instance", "rpu", "log2_rpu"],
-        "base_score": base,
-        "trees": trees,
-        "cache": [[k[0], k[1], k[2], float(np.mean(v)), len(v)] for k, v in sorted(cache.items())],
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, separators=(",", ":")))
-    rust = np.log(_core.stage_estimates(str(out), t.tolist(), i.tolist(), s.tolist(), use_cache=False))
-    diff = float(np.max(np.abs(rust - booster.predict(xgb.DMatrix(x)))))
-    if diff > 1e-4:
-        raise RuntimeError(f"exported Stage disagrees with xgboost by {diff:.2e} in ln seconds")
+    caches = {"cache": [[k[0], k[1], k[2], float(np.mean(v)), len(v)] for k, v in sorted(cache.items())]}
+    diff = _export_stage(booster, x, names, caches, out, lambda path: _core.stage_estimates(path, t.tolist(), i.tolist(), s.tolist(), use_cache=False))
     return {
         "samples": int(len(y)),
         "measured_runs": int(real.sum()),
@@ -239,28 +249,12 @@ def train_stage_classes(trace: pa.Table, classes: pa.Table, out: str | Path, see
         if held.any() and (~held).any():
             qerr.append(np.exp(np.abs(fit(~held).predict(xgb.DMatrix(x[held])) - ly[held])))
     booster = fit(np.ones(len(ly), dtype=bool))
-    base, trees = export_booster(booster)
     cache: dict[tuple[int, int], list[float]] = {}
     for c, s, v in zip(cls.tolist(), size.tolist(), y.tolist()):
         cache.setdefault((int(c), int(s)), []).append(float(v))
+    caches = {"cache": [], "class_cache": [[k[0], k[1], float(np.median(v)), len(v)] for k, v in sorted(cache.items())]}
     names = [f"plan_{k}" for k in range(plan.shape[1])]
-    doc = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "feature_version": FEATURE_VERSION,
-        "features": names + ["instance", "rpu", "log2_rpu"],
-        "base_score": base,
-        "trees": trees,
-        "cache": [],
-        "class_cache": [[k[0], k[1], float(np.median(v)), len(v)] for k, v in sorted(cache.items())],
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, separators=(",", ":")))
-    rust = np.log(_core.stage_class_estimates(str(out), cls.tolist(), plan.tolist(), size.tolist(), use_cache=False))
-    diff = float(np.max(np.abs(rust - booster.predict(xgb.DMatrix(x)))))
-    if diff > 1e-4:
-        raise RuntimeError(f"exported Stage disagrees with xgboost by {diff:.2e} in ln seconds")
+    diff = _export_stage(booster, x, names, caches, out, lambda path: _core.stage_class_estimates(path, cls.tolist(), plan.tolist(), size.tolist(), use_cache=False))
     q = np.concatenate(qerr) if qerr else np.array([np.nan])
     return {
         "samples": int(len(y)),
