@@ -69,7 +69,7 @@ def test_bad_input_is_refused_with_a_clear_message(day) -> None:  # type: ignore
     with pytest.raises(_core.AutoSloCoreError, match="tau_scope|fleet, tenant"):
         best_plan_in_hindsight(day, plans=5, tau_scope="everyone", progress=False)
     with pytest.raises(_core.AutoSloCoreError, match="t_idle_s"):
-        best_plan_in_hindsight(day, plans=5, space={**default_space(), "t_idle_s": []}, progress=False)
+        best_plan_in_hindsight(day, plans=5, space={**default_space(), "autoscaled": {**default_space()["autoscaled"], "t_idle_s": []}}, progress=False)
     with pytest.raises(_core.AutoSloCoreError, match="unknown field"):
         best_plan_in_hindsight(day, plans=5, space={"sizes": [8]}, progress=False)
     assert regret(110.0, 100.0) == pytest.approx(0.1) and regret(1.0, None) is None

@@ -94,7 +94,14 @@ impl SearchSpace {
         }
     }
 
-    fn len_of(&self, d: usize) -> usize {
+    /// The first dimension without a value, by name (every one needs a value where a plan is
+    /// drawn from the space, as the best plan in hindsight draws).
+    pub(crate) fn first_empty(&self) -> Option<&'static str> {
+        const NAMES: [&str; DIMS] = ["t_idle_s", "t_min_lifetime_s", "tau_trigger", "theta", "mu", "window_s", "initial_clusters", "sizes", "selector_headroom", "slo_headroom"];
+        (0..DIMS).find(|&d| self.len_of(d) == 0).map(|d| NAMES[d])
+    }
+
+    pub(crate) fn len_of(&self, d: usize) -> usize {
         match d {
             0 => self.t_idle_s.len(),
             1 => self.t_min_lifetime_s.len(),
@@ -110,7 +117,7 @@ impl SearchSpace {
     }
 
     /// `base` with value `v` of dimension `d`.
-    fn set(&self, base: &ExecutionConfig, d: usize, v: usize) -> ExecutionConfig {
+    pub(crate) fn set(&self, base: &ExecutionConfig, d: usize, v: usize) -> ExecutionConfig {
         let mut c = base.clone();
         if d == 6 {
             c.initial_clusters = self.initial_clusters[v].clone();

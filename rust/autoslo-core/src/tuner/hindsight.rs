@@ -30,6 +30,7 @@ use crate::router::{router_by_name, RouterOptions};
 use crate::trace::Trace;
 use crate::tuner::batch::{on_threads, BatchControl, TargetScope};
 use crate::tuner::config::{AutoscalerKnobs, ExecutionConfig, ScheduledSpinup};
+use crate::tuner::config_tuner::SearchSpace;
 use crate::workload::Workload;
 
 /// Plans a search emulates unless told otherwise.
@@ -44,19 +45,8 @@ pub struct HindsightSpace {
     /// Sizes of the fixed fleets (RPU); every multiset of 1..=`max_fleet_clusters` of them is a plan.
     pub fleet_sizes: Vec<u32>,
     pub max_fleet_clusters: usize,
-    /// The autoscaled plans' knobs.
-    pub initial_clusters: Vec<Vec<u32>>,
-    pub eligible_sizes: Vec<Vec<u32>>,
-    pub t_idle_s: Vec<f64>,
-    pub t_min_lifetime_s: Vec<f64>,
-    pub tau_trigger: Vec<f64>,
-    pub theta: Vec<usize>,
-    pub mu: Vec<usize>,
-    pub window_s: Vec<f64>,
-    /// The `autoslo` router's SLO headroom.
-    pub slo_headroom: Vec<f64>,
-    /// The Spinup Size Selector's headroom.
-    pub selector_headroom: Vec<f64>,
+    /// The autoscaled plans' knobs: the Configuration Tuner's dimensions, with wider values.
+    pub autoscaled: SearchSpace,
     /// At most this many scheduled spinups, each a little before one of the day's busiest
     /// half-hours (the search knows the day), of an eligible size.
     pub max_scheduled_spinups: usize,
@@ -67,16 +57,18 @@ impl Default for HindsightSpace {
         Self {
             fleet_sizes: vec![8, 16, 32, 64],
             max_fleet_clusters: 4,
-            initial_clusters: vec![vec![8], vec![16], vec![32], vec![8, 8], vec![16, 16], vec![32, 16], vec![16, 8, 8], vec![16, 16, 8, 8], vec![16, 16, 16, 16], vec![8, 8, 8, 8]],
-            eligible_sizes: vec![vec![16, 32], vec![8, 16, 32], vec![8, 16], vec![16, 32, 64], vec![32, 64]],
-            t_idle_s: vec![120.0, 300.0, 600.0, 1200.0, 1800.0],
-            t_min_lifetime_s: vec![300.0, 600.0, 1200.0],
-            tau_trigger: vec![0.02, 0.05, 0.1, 0.15, 0.2],
-            theta: vec![8, 16, 32],
-            mu: vec![16, 32],
-            window_s: vec![120.0, 300.0, 600.0],
-            slo_headroom: vec![1.0, 1.25, 1.5, 2.0],
-            selector_headroom: vec![1.0, 1.5, 2.0, 3.0],
+            autoscaled: SearchSpace {
+                initial_clusters: vec![vec![8], vec![16], vec![32], vec![8, 8], vec![16, 16], vec![32, 16], vec![16, 8, 8], vec![16, 16, 8, 8], vec![16, 16, 16, 16], vec![8, 8, 8, 8]],
+                sizes: vec![vec![16, 32], vec![8, 16, 32], vec![8, 16], vec![16, 32, 64], vec![32, 64]],
+                t_idle_s: vec![120.0, 300.0, 600.0, 1200.0, 1800.0],
+                t_min_lifetime_s: vec![300.0, 600.0, 1200.0],
+                tau_trigger: vec![0.02, 0.05, 0.1, 0.15, 0.2],
+                theta: vec![8, 16, 32],
+                mu: vec![16, 32],
+                window_s: vec![120.0, 300.0, 600.0],
+                slo_headroom: vec![1.0, 1.25, 1.5, 2.0],
+                selector_headroom: vec![1.0, 1.5, 2.0, 3.0],
+            },
             max_scheduled_spinups: 2,
         }
     }
@@ -88,21 +80,11 @@ const KNOBS: usize = 12;
 impl HindsightSpace {
     /// Check the space and its plans' values (a plan built from it must validate).
     pub fn validated(self) -> Result<Self> {
-        let empty = [
-            ("fleet_sizes", self.fleet_sizes.is_empty()),
-            ("initial_clusters", self.initial_clusters.is_empty()),
-            ("eligible_sizes", self.eligible_sizes.is_empty()),
-            ("t_idle_s", self.t_idle_s.is_empty()),
-            ("t_min_lifetime_s", self.t_min_lifetime_s.is_empty()),
-            ("tau_trigger", self.tau_trigger.is_empty()),
-            ("theta", self.theta.is_empty()),
-            ("mu", self.mu.is_empty()),
-            ("window_s", self.window_s.is_empty()),
-            ("slo_headroom", self.slo_headroom.is_empty()),
-            ("selector_headroom", self.selector_headroom.is_empty()),
-        ];
-        if let Some((name, _)) = empty.iter().find(|(_, e)| *e) {
-            return Err(AutoSloError::InvalidConfig(format!("hindsight space: `{name}` needs at least one value")));
+        if self.fleet_sizes.is_empty() {
+            return Err(AutoSloError::InvalidConfig("hindsight space: `fleet_sizes` needs at least one value".into()));
+        }
+        if let Some(name) = self.autoscaled.first_empty() {
+            return Err(AutoSloError::InvalidConfig(format!("hindsight space: `autoscaled.{name}` needs at least one value")));
         }
         if self.max_fleet_clusters == 0 {
             return Err(AutoSloError::out_of_range("hindsight space: max_fleet_clusters", "≥ 1", 0));
@@ -148,7 +130,7 @@ impl HindsightSpace {
 
     /// One random autoscaled plan; `spinup_times` are where scheduled spinups may go.
     pub fn random_plan(&self, rng: &mut Rng, spinup_times: &[f64]) -> ExecutionConfig {
-        let mut c = ExecutionConfig::new(pick(rng, &self.initial_clusters).clone());
+        let mut c = ExecutionConfig::new(pick(rng, &self.autoscaled.initial_clusters).clone());
         for knob in 0..KNOBS {
             self.set(&mut c, knob, rng, spinup_times);
         }
@@ -189,43 +171,34 @@ impl HindsightSpace {
 
     /// Set knob `knob` of `c` (autoscaled) to a random value of the space.
     fn set(&self, c: &mut ExecutionConfig, knob: usize, rng: &mut Rng, spinup_times: &[f64]) {
-        if knob == 0 {
-            c.initial_clusters = pick(rng, &self.initial_clusters).clone();
-            return;
-        }
-        if knob == 1 {
-            c.slo_headroom = Some(*pick(rng, &self.slo_headroom));
-            return;
-        }
-        if knob == 2 {
-            let k = rng.below(self.max_scheduled_spinups + 1);
-            let sizes = c.autoscaler.as_ref().map_or_else(|| vec![16], |a| a.sizes.clone());
-            c.scheduled_spinups = (0..k).filter(|_| !spinup_times.is_empty()).map(|_| ScheduledSpinup { at_s: *pick(rng, spinup_times), size: *pick(rng, &sizes) }).collect();
-            c.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-            return;
-        }
-        let k: &mut AutoscalerKnobs = c.autoscaler.get_or_insert_with(AutoscalerKnobs::default);
         match knob {
-            3 => k.sizes = pick(rng, &self.eligible_sizes).clone(),
-            4 => k.t_idle_s = *pick(rng, &self.t_idle_s),
-            5 => k.t_min_lifetime_s = *pick(rng, &self.t_min_lifetime_s),
-            6 => k.tau_trigger = Some(*pick(rng, &self.tau_trigger)),
-            7 => k.theta = *pick(rng, &self.theta),
-            8 => k.mu = Some(*pick(rng, &self.mu)),
-            9 => k.window_s = *pick(rng, &self.window_s),
-            10 => k.selector_headroom = Some(*pick(rng, &self.selector_headroom)),
-            _ => {
+            2 => {
+                let k = rng.below(self.max_scheduled_spinups + 1);
+                let sizes = c.autoscaler.as_ref().map_or_else(|| vec![16], |a| a.sizes.clone());
+                c.scheduled_spinups = (0..k).filter(|_| !spinup_times.is_empty()).map(|_| ScheduledSpinup { at_s: *pick(rng, spinup_times), size: *pick(rng, &sizes) }).collect();
+                c.scheduled_spinups.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+            }
+            11 => {
                 // Scheduled spinups keep to the eligible sizes.
-                let sizes = k.sizes.clone();
+                let sizes = c.autoscaler.get_or_insert_with(AutoscalerKnobs::default).sizes.clone();
                 for s in c.scheduled_spinups.iter_mut() {
                     if !sizes.contains(&s.size) {
                         s.size = *pick(rng, &sizes);
                     }
                 }
             }
+            k => {
+                let d = SEARCH_DIM[k];
+                *c = self.autoscaled.set(c, d, rng.below(self.autoscaled.len_of(d)));
+            }
         }
     }
 }
+
+/// The Configuration Tuner's dimension ([`SearchSpace`]) of each knob [`HindsightSpace::set`]
+/// draws through it: initial clusters, the router's headroom, (scheduled spinups), eligible
+/// sizes, T_idle, T_min_lifetime, τ_trigger, θ, μ, w, the selector's headroom.
+const SEARCH_DIM: [usize; 11] = [6, 9, usize::MAX, 7, 0, 1, 2, 3, 4, 5, 8];
 
 fn pick<'a, T>(rng: &mut Rng, xs: &'a [T]) -> &'a T {
     &xs[rng.below(xs.len())]

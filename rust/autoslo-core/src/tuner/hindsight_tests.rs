@@ -134,8 +134,10 @@ fn bad_settings_are_refused_with_their_name() {
     let c = BatchControl::new();
     let bad_tau = HindsightParams { target: Target { tau: 1.5, scope: TargetScope::Fleet }, ..HindsightParams::default() };
     assert!(hindsight(&w, &[], &p, &env(), &bad_tau, &RayonPlans, &c).unwrap_err().to_string().contains("tau"));
-    let empty = HindsightParams { space: HindsightSpace { t_idle_s: vec![], ..HindsightSpace::default() }, ..HindsightParams::default() };
-    assert!(hindsight(&w, &[], &p, &env(), &empty, &RayonPlans, &c).unwrap_err().to_string().contains("t_idle_s"));
+    let mut no_idle = HindsightSpace::default();
+    no_idle.autoscaled.t_idle_s.clear();
+    let empty = HindsightParams { space: no_idle, ..HindsightParams::default() };
+    assert!(hindsight(&w, &[], &p, &env(), &empty, &RayonPlans, &c).unwrap_err().to_string().contains("autoscaled.t_idle_s"));
     let bad_size = HindsightParams { space: HindsightSpace { fleet_sizes: vec![12], ..HindsightSpace::default() }, ..HindsightParams::default() };
     assert!(hindsight(&w, &[], &p, &env(), &bad_size, &RayonPlans, &c).is_err());
 }
