@@ -12,7 +12,11 @@
 //! - [`emulator`]: the seeded discrete-event warehouse model, the ground truth of every experiment;
 //! - [`trace`]: execution traces and their summaries (fleet-wide and per tenant × class);
 //! - [`calibration`]: the emulator held against the real concurrency measurements;
-//! - [`predictor`]: the Latency Predictor (Stage and Iconq+, incremental per cluster);
+//! - [`predictor`]: the Latency Predictor (Stage and Iconq+, incremental per cluster), on TPC-DS
+//!   texts or on the query classes of a warehouse's own history;
+//! - [`sql`], [`plan`] and [`history`]: a warehouse's own queries: their classes (sqlparser, in
+//!   the Redshift and PostgreSQL dialects), their plans (Redshift and PostgreSQL EXPLAIN), the
+//!   plan-feature schema fitted on a history, and a history's statements classified and featurised;
 //! - [`router`]: the Query Router (Algorithm 1) and the routing baselines;
 //! - [`simulator`]: the Workload Simulator, whose completions come from the predictor;
 //! - [`autoscaler`]: the Autoscaler (triggers, Spinup Size Selector) and the scaling baselines;
