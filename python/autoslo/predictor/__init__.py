@@ -120,6 +120,7 @@ def train_variants(traces: TraceSet, out: Path, variants: list[str], base: Train
 
 
 def print_arrival(name: str, r: dict) -> None:
+    """Print one line of an at-arrival correction's report (:func:`fit_arrival`) to standard error."""
     split = "test" if "test" in r else "val"
     raw, cor = r[split]["raw"], r[split]["corrected"]
     print(
