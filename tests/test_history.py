@@ -210,3 +210,22 @@ def test_leave_class_out_split_keeps_each_class_in_one_part(tmp_path: Path):
     assert h.report.split == "classes"
     with pytest.raises(_core.AutoSloCoreError, match="too few to leave some out"):
         from_history([history()], rpu={"a": 8, "b": 32}, split="classes")
+
+
+def test_autoslo_traces_read_as_histories(tmp_path: Path):
+    import pyarrow.parquet as pq
+
+    import autoslo
+
+    day = autoslo.redbench_workload(days=1, seed=3, queries_per_day=1500, tenants=2, kappa=4)
+    run = autoslo.emulate(day, [8, 32], seed=3)
+    f = tmp_path / "trace.parquet"
+    pq.write_table(run.trace, f)
+    h = from_history([f, run.trace])
+    ran = sum(1 for o in run.trace["outcome"].to_pylist() if o in ("completed", "timeout"))
+    assert h.report.rows == 2 * ran and h.report.kept == 2 * ran
+    # Each run's clusters are workgroups of their own, sized as they ran.
+    assert set(h.report.workgroups) == {f"{f}:c0", f"{f}:c1", "history 1:c0", "history 1:c1"}
+    assert {w["rpu"] for w in h.report.workgroups.values()} == {8, 32}
+    # A class per TPC-DS template that ran.
+    assert h.report.classes == len(set(run.trace["template"].to_pylist()))

@@ -7,7 +7,9 @@ statement, with at least ``query_id``, ``start_time``, ``end_time`` and ``status
 (``query_id``, ``sequence``, ``text``) give the full texts, ``SYS_QUERY_EXPLAIN`` rows
 (``query_id``, ``child_query_sequence``, ``plan_node_id``, ``plan_parent_id``, ``plan_node``) or a
 table of EXPLAIN outputs (``query_id``, ``plan``: Redshift or PostgreSQL text, or PostgreSQL JSON)
-give plans.
+give plans. An AutoSLO trace (``autoslo emulate --trace``, ``autoslo live --trace``) or serving
+log (``autoslo serve --log``) reads as a history too: its TPC-DS templates' texts are DuckDB's
+(the ``live`` extra), each of its clusters a workgroup.
 
 What is kept: completed reads (``SELECT`` by ``query_type``, or by the text where there is no such
 column) that did not hit the result cache; canceled and timed-out ones are kept censored (they ran
@@ -41,6 +43,7 @@ import pyarrow.parquet as pq
 
 from autoslo import _core
 from autoslo.predictor.data import SHARES, TraceSet, table_sha256
+from autoslo.traces import from_served, is_served_log, to_history
 from autoslo.workloads import epoch_seconds, read_table
 
 #: Columns every history file must have.
@@ -171,25 +174,66 @@ BATCH = 65_536
 _CSV_TEXT = ("start_time", "end_time", "status", "query_text", "query_type", "workgroup", "generic_query_hash", "result_cache_hit")
 
 
-def _batches(source: pa.Table | str | Path, name: str) -> Iterator[pa.RecordBatch]:
+def _is_trace(names: Sequence[str]) -> bool:
+    """Whether a table with these columns is an AutoSLO trace (``autoslo emulate --trace``,
+    ``autoslo live --trace``) or serving log (``autoslo serve --log``) rather than a warehouse's
+    export."""
+    trace = {"template", "instance", "arrival", "end", "cluster_id"} <= set(names)
+    served = {"template", "instance", "arrival_s", "latency", "outcome"} <= set(names)
+    return "start_time" not in names and (trace or served)
+
+
+def _trace_as_history(t: pa.Table, name: str, unrun: Counter[str]) -> pa.Table:
+    """An AutoSLO trace or serving log as a history export: each query that ran with its TPC-DS
+    template's text (DuckDB's), each of its clusters a workgroup of its own (``name:c<id>``). The
+    queries that never ran (rejected, failed, cancelled) are counted into ``unrun``."""
+    if is_served_log(t):
+        t = from_served(t)
+    if "outcome" in t.column_names:
+        for o, k in Counter(t["outcome"].to_pylist()).items():
+            if o not in ("completed", "timeout"):
+                unrun[f"did not run ({o}, in an AutoSLO trace)"] += k
+    try:
+        from autoslo.live import tpcds_queries
+
+        sql = tpcds_queries()
+    except ImportError as e:
+        raise HistoryError(f"{name} is an AutoSLO trace: its queries are TPC-DS templates, whose SQL comes with the live extra (pip install 'autoslo[live]'; {e})") from None
+    h = to_history(t, sql)
+    return h.set_column(h.schema.get_field_index("workgroup"), "workgroup", pa.array([f"{name}:{w}" for w in h["workgroup"].to_pylist()]))
+
+
+def _batches(source: pa.Table | str | Path, name: str, unrun: Counter[str]) -> Iterator[pa.RecordBatch]:
     """A history file's rows, a batch at a time (CSV and Parquet stream; a directory of Parquet
-    parts or a table is read whole)."""
+    parts or a table is read whole). An AutoSLO trace or serving log reads as a history
+    (:func:`_trace_as_history`)."""
     if isinstance(source, pa.Table):
-        yield from source.to_batches(max_chunksize=BATCH)
+        t = _trace_as_history(source, name, unrun) if _is_trace(source.column_names) else source
+        yield from t.to_batches(max_chunksize=BATCH)
         return
     p = Path(source)
     if str(p).lower().endswith((".csv", ".csv.gz")):
         if not p.is_file():
             raise FileNotFoundError(f"no CSV file at {p}")
         header = pcsv.open_csv(p, read_options=pcsv.ReadOptions(block_size=1 << 16)).schema.names
+        if _is_trace(header):
+            yield from _trace_as_history(read_table(p), name, unrun).to_batches(max_chunksize=BATCH)
+            return
         types = {c: pa.string() for c in _CSV_TEXT if c in header}
         reader = pcsv.open_csv(p, read_options=pcsv.ReadOptions(block_size=64 << 20), convert_options=pcsv.ConvertOptions(column_types=types))
         yield from reader
         return
     if p.is_file():
-        yield from pq.ParquetFile(p).iter_batches(batch_size=BATCH)
+        f = pq.ParquetFile(p)
+        if _is_trace(f.schema_arrow.names):
+            yield from _trace_as_history(f.read(), name, unrun).to_batches(max_chunksize=BATCH)
+            return
+        yield from f.iter_batches(batch_size=BATCH)
         return
-    yield from read_table(p).to_batches(max_chunksize=BATCH)
+    t = read_table(p)
+    if _is_trace(t.column_names):
+        t = _trace_as_history(t, name, unrun)
+    yield from t.to_batches(max_chunksize=BATCH)
 
 
 def _array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -326,13 +370,14 @@ def from_history(
         full.update(_full_texts(tt, name))
     files: list[str] = []
     parts = []
+    unrun: Counter[str] = Counter()
     examples: dict[int, str] = {}  # each class's first statement, as written
     class_texts: dict[int, str] = {}
     for i, h in enumerate(history):
         name = str(h) if not isinstance(h, pa.Table) else f"history {i}"
         files.append(name)
         r0 = 0
-        for batch in _batches(h, name):
+        for batch in _batches(h, name, unrun):
             parts.append(_read_batch(batch, name, i, r0, dialect, full, examples, class_texts))
             r0 += batch.num_rows
         if r0 == 0:
@@ -373,7 +418,7 @@ def from_history(
     failed = (reason == "") & np.isin(status, list(FAILED))
     keep = (reason == "") & ~failed
     censored = keep & np.isin(status, list(CENSORED))
-    set_aside = dict(Counter(reason[reason != ""].tolist()))
+    set_aside = dict(Counter(reason[reason != ""].tolist()) + unrun)
     dropped = {"failed": int(failed.sum())} if failed.any() else {}
     if keep.sum() < 3 * MIN_PART:
         raise HistoryError(f"{keep.sum()} statements kept of {n} (set aside: {set_aside}; dropped: {dropped}): a history needs at least {math.ceil(MIN_PART / min(a, b, 1 - a - b))}")
@@ -474,7 +519,7 @@ def from_history(
     schema = json.loads(feats["schema"])
     report = ImportReport(
         files=files,
-        rows=n,
+        rows=n + sum(unrun.values()),
         kept=int(keep.sum()),
         censored=int(censored.sum()),
         set_aside=set_aside,
