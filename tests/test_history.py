@@ -196,7 +196,7 @@ def test_cli_imports_trains_and_evaluates(tmp_path: Path, capsys):
     assert ev["concurrency_blind"]["overall"]["n"] == ev["variants"]["iconq+"]["overall"]["n"] > 0
     assert ev["concurrency_blind"]["classes_not_in_training"] == 0
     paths = ev["variants"]["iconq+"]["stage_paths"]
-    assert paths["cache"]["n"] + paths["trees"]["n"] == ev["variants"]["iconq+"]["overall"]["n"]
+    assert sum(v["n"] for v in paths.values()) == ev["variants"]["iconq+"]["overall"]["n"]
 
 
 def test_leave_class_out_split_keeps_each_class_in_one_part(tmp_path: Path):
@@ -229,3 +229,13 @@ def test_autoslo_traces_read_as_histories(tmp_path: Path):
     assert {w["rpu"] for w in h.report.workgroups.values()} == {8, 32}
     # A class per TPC-DS template that ran.
     assert h.report.classes == len(set(run.trace["template"].to_pylist()))
+
+
+def test_the_size_scaling_law_of_a_historys_classes():
+    from autoslo.predictor.stage import class_size_slope
+
+    # Class 1 halves its runtime per 4× size (slope −0.5), class 2 per 2× (−1); class 3 has one size.
+    medians = {(1, 8): 4.0, (1, 32): 2.0, (2, 8): 8.0, (2, 16): 4.0, (3, 8): 1.0}
+    assert class_size_slope(medians) == pytest.approx(-0.75)
+    assert class_size_slope({(1, 8): 4.0}) is None
+    assert class_size_slope({(1, 8): 1.0, (1, 16): 1000.0}) == 1.0  # clamped

@@ -188,6 +188,10 @@ def stage_class_estimates(stage_path: str, class_id: Sequence[int], plans: Seque
     """Stage's estimates (s) of a history's classes from their plan features (``use_cache=False``:
     the trees alone)."""
 
+def stage_class_paths(stage_path: str, class_id: Sequence[int], rpu: Sequence[int]) -> list[str]:
+    """Which path each (class, size) takes in a history model's Stage: ``measured`` (it ran alone
+    on that size in training), ``size_law`` (on other sizes only) or ``features`` (the trees)."""
+
 def interaction_feature_names() -> list[str]:
     """Names of the interaction feature vector's components, in order."""
 

@@ -193,17 +193,17 @@ def concurrency_blind(train: pa.Table, trace: pa.Table, r: dict) -> dict:
 
 
 def stage_paths(model: str | Path, trace: pa.Table, r: dict) -> dict:
-    """Which path each scored query of a history's trace took in a model's Stage: ``cache`` (its
-    class ran alone on that size in training: the measured median) or ``trees`` (its features:
-    a class or size training never saw alone), with Iconq+'s Q-error on each."""
-    doc = json.loads((Path(model) / "stage.json").read_text())
-    cached = {(int(c), int(s)) for c, s, *_ in doc.get("class_cache", [])}
+    """Which path each scored query of a history's trace took in a model's Stage: ``measured``
+    (its class ran alone on that size in training: the median), ``size_law`` (on other sizes
+    only: the nearest carried by the size-scaling law) or ``features`` (a class training never
+    saw alone: the trees), with Iconq+'s Q-error on each."""
     runs = trace["run"].to_pylist() if "run" in trace.column_names else [0] * trace.num_rows
     cls = dict(zip(zip(runs, trace["query_id"].to_pylist()), trace["class_id"].to_pylist()))
     keep = ~r["censored"]
-    hit = np.array([(cls[(a, q)], s) in cached for a, q, s in zip(r["run"][keep].tolist(), r["query_id"][keep].tolist(), r["cluster_size"][keep].tolist())], bool)
+    ids = [cls[(a, q)] for a, q in zip(r["run"][keep].tolist(), r["query_id"][keep].tolist())]
+    path = np.array(_core.stage_class_paths(str(Path(model) / "stage.json"), ids, r["cluster_size"][keep].tolist()))
     lp, ll = r["ln_pred"][keep], r["ln_label"][keep]
-    return {"cache": qerror_summary(lp[hit], ll[hit]) if hit.any() else {"n": 0}, "trees": qerror_summary(lp[~hit], ll[~hit]) if (~hit).any() else {"n": 0}}
+    return {p: qerror_summary(lp[path == p], ll[path == p]) if (path == p).any() else {"n": 0} for p in ("measured", "size_law", "features")}
 
 
 def evaluate(models: dict[str, str | Path] | None = None, trace: pa.Table | None = None, config: DataConfig | None = None, train: pa.Table | None = None) -> dict:

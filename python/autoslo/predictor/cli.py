@@ -124,7 +124,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"{'':>9}  Stage alone: {_fmt_q(v['stage_only'])}")
         for path, q in v.get("stage_paths", {}).items():
             if q["n"]:
-                print(f"{'':>9}  Stage from {'a measured run' if path == 'cache' else 'features'}: {_fmt_q(q)}")
+                print(f"{'':>9}  Stage from {dict(measured='a measured run', size_law='the size-scaling law', features='features')[path]}: {_fmt_q(q)}")
     if "concurrency_blind" in r:
         b = r["concurrency_blind"]
         print(f"concurrency-blind (each class's median latency in training): {_fmt_q(b['overall'])}  mean ln residual {b['mean_ln_residual']:+.3f}  ({b['classes_not_in_training']} queries of classes training lacks)")

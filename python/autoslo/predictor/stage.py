@@ -215,6 +215,21 @@ def write_classes_json(classes: pa.Table, plan_schema: str, out: str | Path) -> 
     return out
 
 
+def class_size_slope(medians: dict[tuple[int, int], float]) -> float | None:
+    """The size-scaling law of a history's classes: the median, over the classes measured alone
+    on several sizes, of the least-squares slope of ln runtime on ln size (clamped to [−2, 1]);
+    ``None`` when no class was measured on two sizes."""
+    by: dict[int, list[tuple[float, float]]] = {}
+    for (c, s), m in medians.items():
+        by.setdefault(c, []).append((math.log(s), math.log(m)))
+    slopes = []
+    for pts in by.values():
+        if len({x for x, _ in pts}) >= 2:
+            x, y = np.array(pts).T
+            slopes.append(float(np.polyfit(x, y, 1)[0]))
+    return float(np.clip(np.median(slopes), -2.0, 1.0)) if slopes else None
+
+
 def train_stage_classes(trace: pa.Table, classes: pa.Table, out: str | Path, seed: int = 0, n_estimators: int = 150, max_depth: int = 4) -> dict:
     """Stage for a history's classes: trees over each class's plan features and the size, fitted on
     the training trace's executions that ran alone (no TPC-DS measurements: another warehouse),
@@ -252,7 +267,11 @@ def train_stage_classes(trace: pa.Table, classes: pa.Table, out: str | Path, see
     cache: dict[tuple[int, int], list[float]] = {}
     for c, s, v in zip(cls.tolist(), size.tolist(), y.tolist()):
         cache.setdefault((int(c), int(s)), []).append(float(v))
-    caches = {"cache": [], "class_cache": [[k[0], k[1], float(np.median(v)), len(v)] for k, v in sorted(cache.items())]}
+    medians = {k: float(np.median(v)) for k, v in cache.items()}
+    slope = class_size_slope(medians)
+    caches: dict[str, Any] = {"cache": [], "class_cache": [[k[0], k[1], medians[k], len(v)] for k, v in sorted(cache.items())]}
+    if slope is not None:
+        caches["class_size_slope"] = slope
     names = [f"plan_{k}" for k in range(plan.shape[1])]
     diff = _export_stage(booster, x, names, caches, out, lambda path: _core.stage_class_estimates(path, cls.tolist(), plan.tolist(), size.tolist(), use_cache=False))
     q = np.concatenate(qerr) if qerr else np.array([np.nan])
@@ -262,6 +281,7 @@ def train_stage_classes(trace: pa.Table, classes: pa.Table, out: str | Path, see
         "trace_isolated_runs": int(len(y)),
         "trees": n_estimators,
         "cache_entries": len(cache),
+        "class_size_slope": slope,
         "leave_class_out_qerror": {"p50": float(np.nanquantile(q, 0.5)), "p90": float(np.nanquantile(q, 0.9))},
         "max_abs_diff_rust_vs_xgboost": diff,
     }

@@ -666,6 +666,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predictor::predictor_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(predictor::stage_estimates, m)?)?;
     m.add_function(wrap_pyfunction!(predictor::stage_class_estimates, m)?)?;
+    m.add_function(wrap_pyfunction!(predictor::stage_class_paths, m)?)?;
     m.add_function(wrap_pyfunction!(predictor::interaction_feature_names, m)?)?;
     m.add_class::<predictor::PyPredictor>()?;
     m.add_class::<predictor::PyClusterPredictor>()?;

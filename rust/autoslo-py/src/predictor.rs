@@ -145,6 +145,18 @@ pub fn stage_class_estimates(stage_path: PathBuf, class_id: Vec<u64>, plans: Vec
         .collect()
 }
 
+/// Which path each (class, size) takes in a history model's Stage: `measured`, `size_law` or
+/// `features`.
+#[pyfunction]
+pub fn stage_class_paths(stage_path: PathBuf, class_id: Vec<u64>, rpu: Vec<u32>) -> PyResult<Vec<&'static str>> {
+    if class_id.len() != rpu.len() {
+        return Err(AutoSloCoreError::new_err("class_id and rpu must have the same length"));
+    }
+    let stage = Stage::load(&stage_path).map_err(err)?;
+    let plan = [0f32; predictor::features::PLAN_DIM];
+    class_id.iter().zip(&rpu).map(|(&c, &r)| Ok(stage.estimate_class_path(c, &plan, r).map_err(err)?.1.name())).collect()
+}
+
 /// Names of the interaction-feature vector's components.
 #[pyfunction]
 pub fn interaction_feature_names() -> Vec<String> {

@@ -40,7 +40,7 @@ pub use iconq::{Kernel, LstmState, NativeKernel};
 pub use incremental::{ArrivalUpdate, BeforePass, ClusterState, Counterfactual, RunningQuery};
 pub use arrival::{ArrivalCorrection, ArrivalSample};
 pub use classes::{ClassFeatures, Featurizer, QueryRef};
-pub use stage::Stage;
+pub use stage::{Stage, StagePath};
 
 #[cfg(all(test, feature = "torch"))]
 mod tests;

@@ -37,6 +37,10 @@ struct StageJson {
     /// (class id, rpu, median isolated runtime s, runs): a model trained on a history.
     #[serde(default)]
     class_cache: Vec<(u64, u32, f64, u32)>,
+    /// d ln(runtime) / d ln(size) of the history's classes measured on several sizes: a class
+    /// measured on other sizes only is carried to a new one by it.
+    #[serde(default)]
+    class_size_slope: Option<f64>,
 }
 
 /// A Stage model: measured cache plus tree ensemble predicting ln(isolated runtime).
@@ -45,7 +49,32 @@ pub struct Stage {
     trees: Trees,
     cache: BTreeMap<(u16, u16, u32), f64>,
     class_cache: HashMap<(u64, u32), f64>,
+    /// Each cached class's sizes, for the size-scaling law.
+    class_sizes: HashMap<u64, Vec<u32>>,
+    class_size_slope: Option<f64>,
     memo: Memo,
+}
+
+/// Where a history class's Stage estimate came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagePath {
+    /// Its class ran alone on this size in training: the median.
+    Measured,
+    /// Its class ran alone on other sizes: the nearest carried by the size-scaling law.
+    SizeLaw,
+    /// Neither: the trees, from its plan features.
+    Features,
+}
+
+impl StagePath {
+    /// `measured`, `size_law` or `features`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Measured => "measured",
+            Self::SizeLaw => "size_law",
+            Self::Features => "features",
+        }
+    }
 }
 
 /// Sizes the memo holds: powers of two from 1 to 2^(MEMO_SIZES − 1) RPU.
@@ -112,7 +141,14 @@ impl Stage {
             }
             class_cache.insert((c, rpu), runtime);
         }
-        Ok(Self { trees, cache, class_cache, memo: Memo::new() })
+        if let Some(b) = j.class_size_slope.filter(|b| !(b.is_finite() && (-2.0..=1.0).contains(b))) {
+            return Err(bad(format!("class size slope {b} is not in [-2, 1]")));
+        }
+        let mut class_sizes: HashMap<u64, Vec<u32>> = HashMap::new();
+        for &(c, rpu) in class_cache.keys() {
+            class_sizes.entry(c).or_default().push(rpu);
+        }
+        Ok(Self { trees, cache, class_cache, class_sizes, class_size_slope: j.class_size_slope, memo: Memo::new() })
     }
 
     /// Tree inputs of a query on `rpu`.
@@ -131,15 +167,28 @@ impl Stage {
     }
 
     /// ℓ̂ of a history's class: its median isolated runtime on `rpu` if the training history
-    /// measured one, else the tree estimate from its plan features.
+    /// measured one; else, if it measured the class on other sizes, the nearest one (in log size)
+    /// carried by the size-scaling law (`class_size_slope`); else the tree estimate from its plan
+    /// features.
     pub fn estimate_class(&self, class: u64, plan: &[f32; PLAN_DIM], rpu: u32) -> Result<f64> {
+        Ok(self.estimate_class_path(class, plan, rpu)?.0)
+    }
+
+    /// [`Stage::estimate_class`] and which path gave it.
+    pub fn estimate_class_path(&self, class: u64, plan: &[f32; PLAN_DIM], rpu: u32) -> Result<(f64, StagePath)> {
         if rpu == 0 {
             return Err(AutoSloError::out_of_range("cluster size", "≥ 1 RPU", rpu));
         }
-        match self.class_cache.get(&(class, rpu)) {
-            Some(&m) => Ok(m),
-            None => self.model_estimate_plan(plan, rpu),
+        if let Some(&m) = self.class_cache.get(&(class, rpu)) {
+            return Ok((m, StagePath::Measured));
         }
+        if let (Some(b), Some(sizes)) = (self.class_size_slope, self.class_sizes.get(&class)) {
+            let ln = |s: u32| f64::from(s).ln();
+            if let Some(&s0) = sizes.iter().min_by(|a, b| (ln(**a) - ln(rpu)).abs().total_cmp(&(ln(**b) - ln(rpu)).abs()).then(a.cmp(b))) {
+                return Ok((self.class_cache[&(class, s0)] * (f64::from(rpu) / f64::from(s0)).powf(b), StagePath::SizeLaw));
+            }
+        }
+        Ok((self.model_estimate_plan(plan, rpu)?, StagePath::Features))
     }
 
     /// The tree ensemble's estimate (s) for a class's plan features, ignoring the cache.
@@ -253,6 +302,14 @@ mod tests {
         assert!((s.estimate_class(u64::MAX, &plan, 16).unwrap() - 1.5f64.exp()).abs() < 1e-5);
         assert!(s.estimate_class(1, &plan, 0).is_err());
         assert!(Stage::from_json(&tiny("").replace("\"cache\":[]", "\"cache\":[],\"class_cache\":[[1,8,0.0,1]]"), "t").is_err());
+        // Measured on 8 RPU only: 32 RPU by the size-scaling law, from the nearest size.
+        let law = Stage::from_json(&tiny("").replace("\"cache\":[]", "\"cache\":[],\"class_cache\":[[5,8,4.0,3],[5,128,1.0,3]],\"class_size_slope\":-0.5"), "t").unwrap();
+        let (e, path) = law.estimate_class_path(5, &plan, 32).unwrap();
+        assert_eq!(path, StagePath::SizeLaw);
+        assert!((e - 2.0).abs() < 1e-12, "{e}");
+        assert_eq!(law.estimate_class_path(5, &plan, 128).unwrap(), (1.0, StagePath::Measured));
+        assert_eq!(law.estimate_class_path(6, &plan, 8).unwrap().1, StagePath::Features);
+        assert!(Stage::from_json(&tiny("").replace("\"cache\":[]", "\"cache\":[],\"class_size_slope\":3.0"), "t").is_err());
     }
 
     #[test]
