@@ -253,7 +253,7 @@ def _read_batch(batch: pa.RecordBatch, name: str, f: int, r0: int, dialect: str,
     missing = [c for c in REQUIRED if c not in t.column_names]
     if missing:
         raise HistoryError(f"{name}: missing column(s) {', '.join(f'`{c}`' for c in missing)} (a SYS_QUERY_HISTORY export has query_id, start_time, end_time, status)")
-    for c in REQUIRED:
+    for c in (*REQUIRED, *(["workgroup"] if "workgroup" in t.column_names else [])):
         if t[c].null_count:
             r = int(np.flatnonzero(pc.is_null(t[c]).to_numpy(zero_copy_only=False))[0])
             raise HistoryError(f"{name} row {r + r0}, column `{c}`: empty")
