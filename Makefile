@@ -70,7 +70,7 @@ test-wheel: build
 	maturin build --profile fast --quiet --interpreter $(PY) --out target/wheels
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/pip install --quiet --no-cache-dir target/wheels/autoslo-*.whl
-	cd $$(mktemp -d) && $(WHEEL_VENV)/bin/autoslo demo --queries-per-day 2000 >/dev/null && \
+	cd $$(mktemp -d) && $(WHEEL_VENV)/bin/autoslo demo --queries-per-day 2000 --hindsight-plans 16 >/dev/null && \
 	  $(WHEEL_VENV)/bin/python -c "import autoslo, pathlib; assert 'site-packages' in autoslo.__file__, autoslo.__file__; \
 	  r = autoslo.emulate(autoslo.base_workload(0.2, seed=1, kappa=2), [32, 16]); print('wheel ok:', r.summary())"
 	# The fresh venv holds a second torch (about 6 GB): free the disk once the check has passed.

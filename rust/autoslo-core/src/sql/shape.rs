@@ -210,6 +210,24 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_an_error_not_a_crash_on_a_worker_thread() {
+        // A rayon worker's stack (2 MB): the parser's depth limit stops first.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let nest = |n: usize| format!("select {}1{} from t", "(".repeat(n), ")".repeat(n));
+                assert!(class_and_summary(&nest(30), Dialect::Redshift).unwrap().1.is_ok());
+                assert!(class_and_summary(&nest(5_000), Dialect::Redshift).unwrap().1.is_err());
+                let sub = |n: usize| format!("select * from {}t{}", "(select * from ".repeat(n), ") x".repeat(n));
+                assert!(class_and_summary(&sub(20), Dialect::Redshift).unwrap().1.is_ok());
+                assert!(class_and_summary(&sub(2_000), Dialect::Redshift).unwrap().1.is_err());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
     fn errors_and_statement_kinds() {
         assert!(sql_summary("selec x from", Dialect::Postgres).is_err());
         assert!(sql_summary("select 1; select 2", Dialect::Postgres).unwrap_err().to_string().contains("2 statements"));
