@@ -98,12 +98,22 @@ class ImportReport:
 
 @dataclass
 class HistoryImport:
-    """An imported history: the traces by part, each class's features, the schema and the report."""
+    """An imported history: the traces by part (with each class's features and the plan
+    schema) and the report."""
 
     traces: TraceSet
-    classes: pa.Table
-    schema: str
     report: ImportReport
+
+    @property
+    def classes(self) -> pa.Table:
+        """Each class: id, normalised text, an example, executions, where its features came from."""
+        assert self.traces.classes is not None
+        return self.traces.classes
+
+    @property
+    def schema(self) -> str:
+        """The plan-feature schema fitted on the training part (JSON)."""
+        return self.traces.plan_schema or ""
 
 
 class HistoryError(_core.AutoSloCoreError):
@@ -550,7 +560,7 @@ def from_history(
         pq.write_table(classes, outdir / "classes.parquet")
         (outdir / "plan_schema.json").write_text(feats["schema"])
         (outdir / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    return HistoryImport(TraceSet(by_split["train"], by_split["val"], by_split["test"], manifest, classes, feats["schema"]), classes, feats["schema"], report)
+    return HistoryImport(TraceSet(by_split["train"], by_split["val"], by_split["test"], manifest, classes, feats["schema"]), report)
 
 
 def _is_none(a: np.ndarray) -> np.ndarray:
